@@ -1,0 +1,53 @@
+# Two commands for a newcomer: `make serve` and `make test`. Everything else is optional.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# torch is installed on its own: 2.13.0 is the CPU build on the project's machines. On a GPU host the
+# same spec pulls the CUDA build from PyPI; on a CPU-only host elsewhere add the CPU wheel index:
+#   make serve TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+FIXTURES := .fixtures
+DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
+
+.PHONY: install serve demo test lint fixtures bench-codec bench-stitch clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_SPEC)
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+## serve: the server with the embedded default engine (real model ids, downloaded on first use)
+serve: install
+	LM_BACKEND=transformers $(PY) -m app
+
+$(FIXTURES)/lm/config.json: | install
+	$(PY) -m app.tools.fixtures --out $(FIXTURES)
+
+fixtures: $(FIXTURES)/lm/config.json
+
+## demo: the same server on tiny random checkpoints (offline; it makes noise, not speech)
+demo: install fixtures
+	$(DEMO_ENV) $(PY) -m app
+
+## test: lint + the whole suite (CPU, offline)
+test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/pytest
+
+lint: install
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+bench-codec: install
+	$(PY) bench/codec_bench.py --out bench/results/codec_cpu.json
+
+bench-stitch: install
+	$(PY) bench/stitch_bench.py --out bench/results/stitch_cpu.json
+
+clean:
+	rm -rf $(FIXTURES) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""HTTP layer: routes, wire schemas and the OpenAI error envelope."""

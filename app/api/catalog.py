@@ -1,0 +1,41 @@
+"""What this server offers: models (``/v1/models``) and voices (``/v1/audio/voices``, ``/v1/audio/speaker``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from app.api.serving import MODEL_ALIASES
+from app.engine import Engine
+
+router = APIRouter(tags=["catalog"])
+
+
+def _engine(request: Request) -> Engine:
+    return request.app.state.engine
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    """OpenAI list shape: our served model and the OpenAI TTS names it answers to."""
+    engine = _engine(request)
+    names = [engine.settings.MODEL_NAME, *MODEL_ALIASES]
+    created = request.app.state.started_at
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": created, "owned_by": "tts-server"} for name in names],
+    }
+
+
+@router.get("/v1/audio/voices")
+async def list_voices(request: Request) -> dict[str, list[dict[str, Any]]]:
+    """``{"voices": [{"id", "name", "aliases"}]}``: the configured voices and the aliases that reach them."""
+    voices = _engine(request).voices
+    return {"voices": [{"id": v, "name": v, "aliases": voices.aliases_of(v)} for v in voices.voices]}
+
+
+@router.get("/v1/audio/speaker")
+async def list_speakers(request: Request) -> list[str]:
+    """The configured voices as a plain JSON list (the seed's endpoint)."""
+    return list(_engine(request).voices.voices)

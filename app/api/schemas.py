@@ -1,0 +1,58 @@
+"""Wire models of the speech API, in OpenAI's field order, with our extensions after them.
+
+Unknown fields are ignored (the OpenAI SDK sends extensions through ``extra_body``). Ranges are
+checked here (422 with the OpenAI error body); checks that need settings live in the serving class.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+
+
+class VoiceRef(BaseModel):
+    """OpenAI's object form of ``voice``: ``{"id": "..."}``."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(min_length=1, max_length=128)
+
+
+class SpeechRequest(BaseModel):
+    """Body of ``POST /v1/audio/speech``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = Field(None, description="tts-1, tts-1-hd, gpt-4o-mini-tts or MODEL_NAME.")
+    input: str = Field(min_length=1, description="Text to speak (at most MAX_INPUT_CHARS).")
+    voice: str | VoiceRef | None = Field(None, description="A voice, an alias, or {'id': voice}.")
+    instructions: str | None = Field(None, max_length=4096, description="Accepted; has no effect.")
+    response_format: ResponseFormat = Field("pcm", description="pcm (24 kHz s16le mono) or wav.")
+    speed: float = Field(
+        1.0,
+        ge=0.25,
+        le=4.0,
+        validation_alias=AliasChoices("speed", "speaking_rate"),
+        description="Speaking rate (alias speaking_rate); only 1.0 is supported so far.",
+    )
+    stream_format: Literal["audio", "sse"] = Field("audio", description="audio (raw bytes); sse: not yet.")
+
+    stream: bool = Field(True, description="Stream audio as it is generated, or return it whole.")
+    temperature: float | None = Field(None, ge=0, le=2)
+    repetition_penalty: float | None = Field(None, gt=0, le=2)
+    max_tokens: int | None = Field(None, ge=1, le=32768, description="Speech tokens (50 per second).")
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
+    playback_speed: float | None = Field(
+        None, ge=0.02, le=60, description="Seconds of audio in the first decode window."
+    )
+    playback_overlap_speed: float | None = Field(
+        None, ge=0, le=2, description="Seconds of future context per decode window."
+    )
+
+    def voice_name(self) -> str | None:
+        """The requested voice as a plain string (None = default)."""
+        return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice

@@ -1,0 +1,179 @@
+"""SpeechService: validate a speech request, build its pipeline, and stream or buffer the audio.
+
+Everything that can fail is resolved before the response starts: the voice, the options, and the
+LM backend up to the first audio chunk (so a backend failure is a 502/504 and not a 200 with a cut
+body). While it waits, the client is checked for a disconnect every ``DISCONNECT_POLL_S``; once the
+body streams, Starlette cancels the body task on disconnect, which closes the LM stream upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+import anyio
+import numpy as np
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from app.api.errors import ClientDisconnected
+from app.api.schemas import SpeechRequest
+from app.audio.formats import AudioEncoder, make_encoder, wav_bytes
+from app.engine import Engine
+from app.errors import APIError, BackendError, InvalidRequest, NotFound, Unavailable, ValidationFailed
+from app.lm.prompt import clean_text, tts_prompt
+from app.lm.types import GenerationParams
+from app.pipeline import synthesize
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+SUPPORTED_FORMATS = ("pcm", "wav")
+STREAM_HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
+PCM_HEADERS = {"X-Audio-Sample-Rate": "24000", "X-Audio-Channels": "1", "X-Audio-Bit-Depth": "16"}
+
+
+def accepts_model(name: str, served: str) -> bool:
+    """Our model, an OpenAI TTS alias, or a dated variant of one (``gpt-4o-mini-tts-2025-12-15``)."""
+    return name == served or name in MODEL_ALIASES or name.startswith("gpt-4o-mini-tts-")
+
+
+class SpeechService:
+    """Serves ``POST /v1/audio/speech`` for one Engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def generation_params(self, req: SpeechRequest) -> GenerationParams:
+        """Validate the request against the settings and build the LM call. Raises APIError."""
+        s = self.engine.settings
+        if req.model is not None and not accepts_model(req.model, s.MODEL_NAME):
+            raise NotFound(f"The model {req.model!r} does not exist.", param="model", code="model_not_found")
+        voice = self.engine.voices.resolve(req.voice_name())
+        if len(req.input) > s.MAX_INPUT_CHARS:
+            raise ValidationFailed(
+                f"input: at most {s.MAX_INPUT_CHARS} characters are accepted, got {len(req.input)}",
+                param="input",
+            )
+        text = clean_text(req.input)
+        if not text:
+            raise ValidationFailed("input: no speakable text after cleaning", param="input")
+        if req.response_format not in SUPPORTED_FORMATS:
+            raise InvalidRequest(
+                f"response_format {req.response_format!r} is not supported yet; use pcm or wav.",
+                param="response_format",
+                code="unsupported_value",
+            )
+        if req.stream_format != "audio":
+            raise InvalidRequest(
+                "stream_format 'sse' is not supported yet; use 'audio'.",
+                param="stream_format",
+                code="unsupported_value",
+            )
+        if req.speed != 1.0:
+            raise InvalidRequest(
+                "speed (speaking_rate) other than 1.0 is not supported yet.",
+                param="speed",
+                code="unsupported_value",
+            )
+        return GenerationParams(
+            prompt=tts_prompt(voice, text),
+            model=s.MODEL_NAME,
+            max_tokens=req.max_tokens if req.max_tokens is not None else s.DEFAULT_MAX_TOKENS,
+            temperature=req.temperature if req.temperature is not None else s.DEFAULT_TEMPERATURE,
+            repetition_penalty=(
+                req.repetition_penalty if req.repetition_penalty is not None else s.DEFAULT_REPETITION_PENALTY
+            ),
+            top_p=req.top_p,
+            top_k=req.top_k,
+            seed=req.seed,
+        )
+
+    async def create(self, req: SpeechRequest, request: Request) -> Response:
+        """Validate, build, then stream (or buffer) the audio."""
+        params = self.generation_params(req)
+        s = self.engine.settings
+        codec = self.engine.codec
+        if codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+        schedule = self.engine.schedule(
+            req.playback_speed if req.playback_speed is not None else s.DEFAULT_PLAYBACK_SPEED,
+            (
+                req.playback_overlap_speed
+                if req.playback_overlap_speed is not None
+                else s.DEFAULT_PLAYBACK_OVERLAP_SPEED
+            ),
+        )
+        chunks = synthesize(self.engine.source, codec.decode, params, schedule)
+        headers = dict(PCM_HEADERS) if req.response_format == "pcm" else {}
+        try:
+            if not req.stream:
+                pcm = await self._watch(request, _collect(chunks))
+                if pcm.size == 0:
+                    raise BackendError("The LM produced no speech tokens.")
+                body = wav_bytes(pcm) if req.response_format == "wav" else make_encoder("pcm", False).push(pcm)
+                return Response(body, media_type=_media_type(req.response_format), headers=headers)
+            first = await self._watch(request, anext(chunks, None))
+            if first is None:
+                raise BackendError("The LM produced no speech tokens.")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await chunks.aclose()
+            raise
+        encoder = make_encoder(req.response_format, True)
+        return StreamingResponse(
+            _stream_body(first, chunks, encoder),
+            media_type=encoder.media_type,
+            headers={**STREAM_HEADERS, **headers},
+        )
+
+    async def _watch(self, request: Request, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` while checking for a client disconnect every DISCONNECT_POLL_S."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.engine.settings.DISCONNECT_POLL_S)
+                if done:
+                    return task.result()
+                if await request.is_disconnected():
+                    raise ClientDisconnected()
+        finally:
+            if not task.done():
+                task.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.gather(task, return_exceptions=True)
+
+
+def _media_type(fmt: str) -> str:
+    return "audio/wav" if fmt == "wav" else "audio/pcm"
+
+
+async def _collect(chunks: AsyncIterator[np.ndarray]) -> np.ndarray:
+    """All chunks of an utterance as one float32 array."""
+    parts = [chunk async for chunk in chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
+async def _stream_body(
+    first: np.ndarray, chunks: AsyncIterator[np.ndarray], encoder: AudioEncoder
+) -> AsyncIterator[bytes]:
+    """The encoded response body. A failure after the first byte aborts the connection (logged)."""
+    try:
+        yield encoder.header() + encoder.push(first)
+        async for chunk in chunks:
+            data = encoder.push(chunk)
+            if data:
+                yield data
+        tail = encoder.flush()
+        if tail:
+            yield tail
+    except APIError as exc:
+        log.warning("stream aborted after audio started: %s %s", exc.status, exc.message)
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await chunks.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""PCM stages after the codec: stitching, encoding to pcm/wav."""

@@ -1,0 +1,5 @@
+"""Audio rates shared by the codec and the output stages (NeuCodec: 24 kHz mono, 50 codes per second)."""
+
+SAMPLE_RATE = 24_000
+TOKENS_PER_SECOND = 50
+SAMPLES_PER_TOKEN = SAMPLE_RATE // TOKENS_PER_SECOND  # 480

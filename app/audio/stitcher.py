@@ -1,0 +1,228 @@
+"""Streaming stitcher: choose the code windows to decode while codes stream in, and join their audio.
+
+The NeuCodec decoder is non-causal (attention, GroupNorm, convolutions, ISTFT over the whole window),
+so the audio of a code depends on its neighbours. Each window is therefore decoded with context on
+both sides, the context audio is sliced off, and neighbouring windows are crossfaded.
+
+Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
+
+- Window k owns codes ``[s_k, e_k)``, ``e_k = s_k + seg_k``; ``s_0 = 0``, ``seg_0 = first_tokens``,
+  ``s_{k+1} = e_k``, ``seg_{k+1} = min(floor(seg_k * growth), max_window_tokens)``.
+- Window k is decoded as soon as ``e_k + future_tokens`` codes have arrived. It decodes
+  ``codes[max(0, s_k - past_tokens) : e_k + future_tokens]`` and keeps its own span.
+- ``flush()`` decodes the rest, ``codes[max(0, s - past_tokens) : n]``, as the last window.
+
+Joins: at the boundary ``B = e_k * spt`` (samples) a raised-cosine ramp ``0.5 (1 - cos(pi t))`` of
+``L + R`` samples blends window k into window k+1 over ``[B - L, B + R)``. The right half lies in window
+k's future context, the left half in window k+1's past context::
+
+    X = min(crossfade_samples, first_tokens * spt)  # never wider than the shortest non-final window
+    R = min(X - X // 2, future_tokens * spt)         # centred on B as far as the future context allows
+    L = min(X - R, past_tokens * spt)                # the rest goes left of B (all of it when future is 0)
+
+Sample bookkeeping: window k emits ``[B_{k-1} - L, B_k - L)`` (the first window ``[0, B_0 - L)``): the
+blend of the previous join, then its own body. It holds back its samples ``[B_k - L, B_k + R)`` for the
+next join. The last window emits ``[B - L, n * spt)``. So every sample of ``[0, n * spt)`` is emitted
+exactly once for any n, and since the window list depends only on n, the output does not depend on
+how the codes were split across ``push()`` calls. The last window always has at least
+``future_tokens`` codes, so it covers R.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.audio.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
+
+Decode = Callable[[list[int]], Awaitable[np.ndarray]]
+"""Decodes a window of T codes to float32 mono audio of shape [T * samples_per_token]."""
+
+
+@dataclass(frozen=True)
+class StitchSchedule:
+    """Window sizes in codes and the crossfade width in samples; see the module docstring."""
+
+    first_tokens: int
+    growth: float
+    max_window_tokens: int
+    future_tokens: int
+    past_tokens: int
+    crossfade_samples: int
+    samples_per_token: int = SAMPLES_PER_TOKEN
+
+    def __post_init__(self) -> None:
+        ints = {
+            "first_tokens": (self.first_tokens, 1),
+            "max_window_tokens": (self.max_window_tokens, 1),
+            "future_tokens": (self.future_tokens, 0),
+            "past_tokens": (self.past_tokens, 0),
+            "crossfade_samples": (self.crossfade_samples, 0),
+            "samples_per_token": (self.samples_per_token, 1),
+        }
+        for name, (value, low) in ints.items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not (isinstance(self.growth, int | float) and math.isfinite(self.growth) and self.growth >= 1):
+            raise ValueError(f"growth must be a finite number >= 1, got {self.growth!r}")
+        if self.max_window_tokens < self.first_tokens:
+            raise ValueError(
+                f"max_window_tokens ({self.max_window_tokens}) must be >= first_tokens ({self.first_tokens})"
+            )
+
+    @classmethod
+    def from_seconds(
+        cls,
+        playback_speed: float,
+        playback_overlap_speed: float,
+        growth: float,
+        max_chunk_s: float,
+        past_context_s: float,
+        crossfade_ms: float,
+        tokens_per_s: int = TOKENS_PER_SECOND,
+        sample_rate: int = SAMPLE_RATE,
+    ) -> StitchSchedule:
+        """Build a schedule from the request/settings values, given in seconds of audio.
+
+        ``playback_speed`` is the first window (``max(1, round(s * tokens_per_s))`` codes),
+        ``playback_overlap_speed`` the future context, ``past_context_s`` the past context, and windows
+        grow by ``growth`` up to ``max(first, max_chunk_s)``. Raises ValueError on nonsense.
+        """
+        values = {
+            "playback_speed": playback_speed,
+            "playback_overlap_speed": playback_overlap_speed,
+            "max_chunk_s": max_chunk_s,
+            "past_context_s": past_context_s,
+            "crossfade_ms": crossfade_ms,
+        }
+        for name, value in values.items():
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if playback_speed <= 0 or max_chunk_s <= 0:
+            raise ValueError("playback_speed and max_chunk_s must be > 0")
+        if tokens_per_s <= 0 or sample_rate <= 0 or sample_rate % tokens_per_s:
+            raise ValueError(f"sample_rate ({sample_rate}) must be a positive multiple of tokens_per_s")
+        first = max(1, round(playback_speed * tokens_per_s))
+        return cls(
+            first_tokens=first,
+            growth=growth,
+            max_window_tokens=max(first, round(max_chunk_s * tokens_per_s)),
+            future_tokens=round(playback_overlap_speed * tokens_per_s),
+            past_tokens=round(past_context_s * tokens_per_s),
+            crossfade_samples=round(sample_rate * crossfade_ms / 1000),
+            samples_per_token=sample_rate // tokens_per_s,
+        )
+
+    @property
+    def crossfade_right(self) -> int:
+        """R: samples of a join right of the boundary, covered by the left window's future context."""
+        width = min(self.crossfade_samples, self.first_tokens * self.samples_per_token)
+        return min(width - width // 2, self.future_tokens * self.samples_per_token)
+
+    @property
+    def crossfade_left(self) -> int:
+        """L: samples of a join left of the boundary, covered by the right window's past context."""
+        width = min(self.crossfade_samples, self.first_tokens * self.samples_per_token)
+        return min(width - self.crossfade_right, self.past_tokens * self.samples_per_token)
+
+    def next_window(self, seg: int) -> int:
+        """Length in codes of the window after one of ``seg`` codes."""
+        # The epsilon keeps products like 10 * 1.1 = 11.000000000000002 (or just below) on their integer.
+        return max(seg, min(self.max_window_tokens, math.floor(seg * self.growth + 1e-9)))
+
+    def windows(self, n_codes: int) -> list[tuple[int, int]]:
+        """Own spans ``[s, e)`` of the windows that ``n_codes`` codes are cut into (the last by flush)."""
+        spans: list[tuple[int, int]] = []
+        start, seg = 0, self.first_tokens
+        while start + seg + self.future_tokens <= n_codes:
+            spans.append((start, start + seg))
+            start, seg = start + seg, self.next_window(seg)
+        if start < n_codes:
+            spans.append((start, n_codes))
+        return spans
+
+
+class Stitcher:
+    """Turns a stream of codes into float32 mono audio chunks by windowed decoding (module docstring).
+
+    ``push`` and ``flush`` must be awaited one at a time (one consumer per stream); the only thing they
+    wait on is ``decode``. After ``flush`` the stitcher is finished.
+    """
+
+    def __init__(self, decode: Decode, schedule: StitchSchedule) -> None:
+        self._decode = decode
+        self._schedule = schedule
+        self._left = schedule.crossfade_left
+        self._right = schedule.crossfade_right
+        width = self._left + self._right
+        t = (np.arange(width) + 0.5) / max(width, 1)
+        self._ramp = (0.5 * (1.0 - np.cos(np.pi * t))).astype(np.float32)  # [L + R], rises 0 -> 1
+        self._codes: list[int] = []
+        self._start = 0  # s: first code of the next window
+        self._seg = schedule.first_tokens  # length of the next window
+        self._held: np.ndarray | None = None  # [L + R]: last window's samples around s * spt
+        self._finished = False
+
+    async def push(self, codes: list[int]) -> list[np.ndarray]:
+        """Add codes; return the chunks of every window that became decodable (often none)."""
+        if self._finished:
+            raise RuntimeError("push() after flush()")
+        self._codes.extend(codes)
+        chunks: list[np.ndarray] = []
+        future = self._schedule.future_tokens
+        while len(self._codes) >= self._start + self._seg + future:
+            end = self._start + self._seg
+            chunk = await self._window(self._start, end, end + future, last=False)
+            self._start, self._seg = end, self._schedule.next_window(self._seg)
+            if chunk.size:
+                chunks.append(chunk)
+        return chunks
+
+    async def flush(self) -> list[np.ndarray]:
+        """Decode the remaining codes as the last window and return everything not yet emitted."""
+        if self._finished:
+            return []
+        self._finished = True
+        n = len(self._codes)
+        if n > self._start:
+            chunk = await self._window(self._start, n, n, last=True)
+        elif self._held is not None:  # n == s: only when future_tokens == 0, so R == 0
+            chunk = self._held[: self._left].copy()
+        else:
+            return []
+        self._held = None
+        self._codes = []
+        return [chunk] if chunk.size else []
+
+    async def _window(self, start: int, end: int, stop: int, last: bool) -> np.ndarray:
+        """Decode codes ``[max(0, start - past), stop)`` and return the samples window [start, end) emits.
+
+        The last window (``stop == end``) emits up to its end and holds nothing back.
+        """
+        spt = self._schedule.samples_per_token
+        lo = max(0, start - self._schedule.past_tokens)
+        window = self._codes[lo:stop]
+        audio = np.asarray(await self._decode(window), dtype=np.float32)
+        if audio.shape != (len(window) * spt,):
+            raise ValueError(
+                f"decode of {len(window)} codes returned shape {audio.shape}, expected ({len(window) * spt},)"
+            )
+        own = (start - lo) * spt  # index of sample start * spt in audio
+        own_end = own + (end - start) * spt
+        pieces = []
+        if self._held is None:
+            body_start = own
+        else:  # blend the held samples [B - L, B + R) with this window's, B = start * spt
+            new = audio[own - self._left : own + self._right]
+            pieces.append(self._held + self._ramp * (new - self._held))  # exact where new == held
+            body_start = own + self._right
+        if last:
+            pieces.append(audio[body_start:])
+            self._held = None
+        else:
+            pieces.append(audio[body_start : own_end - self._left])
+            self._held = audio[own_end - self._left : own_end + self._right].copy()
+        return np.concatenate(pieces)

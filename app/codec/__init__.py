@@ -1,0 +1,1 @@
+"""Codec stage: NeuCodec model code, device handling and the worker thread that owns the device."""

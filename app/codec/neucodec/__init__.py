@@ -1,0 +1,1 @@
+"""Our implementation of the NeuCodec decode path, loadable from the official checkpoint."""

@@ -1,0 +1,137 @@
+"""Settings: every environment variable the server reads, typed, validated and documented.
+
+One ``Settings`` object is built by ``create_app`` (or by the caller, in tests) and handed down; no
+module reads the environment on its own. ``.env_example`` lists every field (a test keeps them in step).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx",
+    "nova", "sage", "shimmer", "verse", "marin", "cedar",
+)  # fmt: skip
+
+# OpenAI voice name -> house voice, by the register of the OpenAI voice (female names to idayu).
+DEFAULT_VOICE_ALIASES = {
+    name: ("idayu" if name in {"coral", "nova", "sage", "shimmer", "marin"} else "husein")
+    for name in OPENAI_VOICES
+}
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Server configuration, read from the environment and an optional ``.env`` file."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=True)
+
+    # --- serving -------------------------------------------------------------------------------
+    HOST: str = Field("0.0.0.0", description="Address uvicorn binds to.")
+    PORT: int = Field(9091, ge=1, le=65535, description="Port uvicorn listens on.")
+    LOG_LEVEL: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+
+    # --- LM backend ----------------------------------------------------------------------------
+    LM_BACKEND: Literal["http", "transformers"] = Field(
+        "transformers", description="Speech-token source: vLLM over HTTP, or the LM in-process."
+    )
+    TTS_API: str = Field(
+        "http://127.0.0.1:9093", description="vLLM base URL; /v1/completions is appended when missing."
+    )
+    TTS_API_KEY: str = Field("", description="Bearer token sent to vLLM when set.")
+    MODEL_NAME: str = Field("TTS-model", description="The served model name (what vLLM calls the LM).")
+    TTS_MODEL: str = Field(
+        "Scicom-intl/Multilingual-Expressive-TTS-1.7B",
+        description="Hugging Face id or local directory of the TTS LM (transformers backend).",
+    )
+    LM_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="Weights dtype of the in-process LM (auto: bf16 on GPU, fp32 on CPU)."
+    )
+    LM_CONNECT_TIMEOUT_S: float = Field(10.0, gt=0, description="Seconds to connect to the LM backend.")
+    LM_FIRST_TOKEN_TIMEOUT_S: float = Field(
+        30.0, gt=0, description="Seconds from request to the first speech token (queueing + prefill)."
+    )
+    LM_TOKEN_TIMEOUT_S: float = Field(10.0, gt=0, description="Longest allowed gap between LM events.")
+    DISCONNECT_POLL_S: float = Field(
+        0.25, gt=0, le=5, description="How often a request waiting for audio checks for a client disconnect."
+    )
+
+    # --- codec ---------------------------------------------------------------------------------
+    CODEC_MODEL: str = Field(
+        "neuphonic/neucodec", description="NeuCodec checkpoint: Hugging Face id or local directory."
+    )
+    DEVICE: str = Field("", description="cpu, cuda, cuda:N, npu, npu:N; empty = cuda if present, else cpu.")
+
+    # --- voices and sampling defaults -------------------------------------------------------------
+    DEFAULT_SPEAKER: str = Field("husein", description="Voice used when a request names none.")
+    SPEAKERS: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["husein", "idayu"], description="Comma-separated voices the LM knows."
+    )
+    VOICE_ALIASES: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="alias=voice pairs or a JSON object; unset: the OpenAI voice names, mapped to SPEAKERS.",
+    )
+    DEFAULT_TEMPERATURE: float = Field(0.6, ge=0, le=2, description="Sampling temperature.")
+    DEFAULT_REPETITION_PENALTY: float = Field(1.15, gt=0, le=2, description="Repetition penalty.")
+    DEFAULT_MAX_TOKENS: int = Field(3072, ge=1, description="Speech tokens per request (50 per second).")
+    MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
+
+    # --- streaming stitcher --------------------------------------------------------------------
+    DEFAULT_PLAYBACK_SPEED: float = Field(
+        2.0, ge=0.02, le=60, description="First decode window in seconds (x50 tokens)."
+    )
+    DEFAULT_PLAYBACK_OVERLAP_SPEED: float = Field(
+        0.2, ge=0, le=2, description="Future context per decode window in seconds."
+    )
+    STREAM_CHUNK_GROWTH: float = Field(2.0, ge=1, le=16, description="Window growth factor per step.")
+    STREAM_MAX_CHUNK_S: float = Field(10.0, gt=0, le=60, description="Cap on a grown window, in seconds.")
+    STREAM_PAST_CONTEXT_S: float = Field(
+        3.0, ge=0, le=30, description="Past context decoded with each window and sliced off."
+    )
+    CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
+
+    @field_validator("SPEAKERS", mode="before")
+    @classmethod
+    def _parse_speakers(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("VOICE_ALIASES", mode="before")
+    @classmethod
+    def _parse_aliases(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("{"):
+            return json.loads(text)
+        pairs: dict[str, str] = {}
+        for item in _split_csv(text):  # type: ignore[union-attr]
+            alias, sep, voice = item.partition("=")
+            if not sep or not alias.strip() or not voice.strip():
+                raise ValueError(f"VOICE_ALIASES entry {item!r} is not alias=voice")
+            pairs[alias.strip()] = voice.strip()
+        return pairs
+
+    @model_validator(mode="after")
+    def _check_voices(self) -> Settings:
+        if not self.SPEAKERS:
+            raise ValueError("SPEAKERS must name at least one voice")
+        if self.DEFAULT_SPEAKER not in self.SPEAKERS:
+            raise ValueError(f"DEFAULT_SPEAKER {self.DEFAULT_SPEAKER!r} is not one of SPEAKERS {self.SPEAKERS}")
+        if "VOICE_ALIASES" not in self.model_fields_set or not self.VOICE_ALIASES:
+            self.VOICE_ALIASES = {
+                alias: voice if voice in self.SPEAKERS else self.DEFAULT_SPEAKER
+                for alias, voice in DEFAULT_VOICE_ALIASES.items()
+            }
+        unknown = {a: v for a, v in self.VOICE_ALIASES.items() if v not in self.SPEAKERS}
+        if unknown:
+            raise ValueError(f"VOICE_ALIASES point at voices not in SPEAKERS: {unknown}")
+        return self

@@ -1,0 +1,83 @@
+"""The Engine: owns the codec, its worker thread and the speech-token source for the app's lifetime.
+
+Built once in the lifespan of ``create_app`` (``start``) and closed at shutdown (``close``); routes
+reach it through ``request.app.state.engine``. Nothing here runs at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from app.audio.stitcher import StitchSchedule
+from app.codec.device import resolve_device
+from app.codec.neucodec.loading import load_decoder
+from app.codec.worker import CodecWorker
+from app.config import Settings
+from app.lm.http_source import HttpTokenSource
+from app.lm.transformers_source import TransformersTokenSource
+from app.lm.types import TokenSource
+from app.voices import VoiceCatalog
+
+log = logging.getLogger(__name__)
+
+
+def build_source(settings: Settings) -> TokenSource:
+    """The speech-token source named by ``LM_BACKEND``."""
+    if settings.LM_BACKEND == "http":
+        return HttpTokenSource(
+            settings.TTS_API,
+            settings.TTS_API_KEY,
+            connect_timeout_s=settings.LM_CONNECT_TIMEOUT_S,
+            first_token_timeout_s=settings.LM_FIRST_TOKEN_TIMEOUT_S,
+            token_timeout_s=settings.LM_TOKEN_TIMEOUT_S,
+        )
+    return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
+
+
+@dataclass
+class Engine:
+    """Long-lived state of one server process."""
+
+    settings: Settings
+    voices: VoiceCatalog
+    source: TokenSource
+    codec: CodecWorker | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Engine:
+        return cls(settings, VoiceCatalog.from_settings(settings), build_source(settings))
+
+    async def start(self) -> None:
+        """Load the decoder (off the event loop), start its worker and the LM source."""
+        device = resolve_device(self.settings.DEVICE)
+        log.info("loading codec %s on %s", self.settings.CODEC_MODEL, device)
+        decoder = await asyncio.to_thread(load_decoder, self.settings.CODEC_MODEL, device)
+        self.codec = CodecWorker(decoder, device)
+        self.codec.start()
+        log.info("starting LM source %s", self.source.name)
+        await self.source.start()
+
+    async def close(self) -> None:
+        """Stop the LM source and the codec worker; safe to call after a failed start."""
+        await self.source.close()
+        if self.codec is not None:
+            await self.codec.close()
+            self.codec = None
+
+    async def ready(self) -> dict[str, bool]:
+        """Readiness of each part: codec loaded, LM source able to start a generation."""
+        return {"codec": self.codec is not None, "lm": await self.source.ready()}
+
+    def schedule(self, playback_speed: float, playback_overlap_speed: float) -> StitchSchedule:
+        """The stitcher schedule for one request."""
+        s = self.settings
+        return StitchSchedule.from_seconds(
+            playback_speed=playback_speed,
+            playback_overlap_speed=playback_overlap_speed,
+            growth=s.STREAM_CHUNK_GROWTH,
+            max_chunk_s=s.STREAM_MAX_CHUNK_S,
+            past_context_s=s.STREAM_PAST_CONTEXT_S,
+            crossfade_ms=s.CROSSFADE_MS,
+        )

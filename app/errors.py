@@ -1,0 +1,82 @@
+"""Typed errors raised anywhere in the pipeline and turned into the OpenAI error body in one place.
+
+Every failure that can happen before the first audio byte is one of these; `app.api.errors` maps
+them to ``{"error": {"message", "type", "param", "code"}}`` with ``status``.
+"""
+
+from __future__ import annotations
+
+
+class APIError(Exception):
+    """Base class: an HTTP status plus the four OpenAI error fields."""
+
+    status: int = 500
+    type: str = "server_error"
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, dict[str, str | None]]:
+        """The OpenAI error envelope for this error."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class InvalidRequest(APIError):
+    """400: the request is well-formed but cannot be served (unknown voice, unsupported option)."""
+
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_value"
+
+
+class ValidationFailed(APIError):
+    """422: a field is missing, has the wrong type or is out of range (pydantic validation)."""
+
+    status = 422
+    type = "invalid_request_error"
+    code = "invalid_value"
+
+
+class NotFound(APIError):
+    """404: an unknown model or resource."""
+
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class BackendError(APIError):
+    """502: the LM backend answered with an error, dropped the connection or sent garbage."""
+
+    status = 502
+    type = "server_error"
+    code = "backend_error"
+
+
+class BackendTimeout(APIError):
+    """504: the LM backend did not connect, start or continue within its timeout."""
+
+    status = 504
+    type = "server_error"
+    code = "backend_timeout"
+
+
+class Unavailable(APIError):
+    """503: the server cannot take the work now (engine not ready, decode queue timed out)."""
+
+    status = 503
+    type = "server_error"
+    code = "unavailable"

@@ -1,0 +1,1 @@
+"""Speech-token sources: prompt building, vLLM over HTTP, in-process transformers."""

@@ -1,0 +1,1 @@
+"""Text front end: cleaning the input before it reaches the prompt."""

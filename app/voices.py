@@ -1,0 +1,42 @@
+"""The voice catalogue: configured voices plus aliases (the OpenAI voice names), resolved strictly.
+
+An unknown voice is a 400 naming the valid ones; it is never silently replaced by the default and
+never reaches the prompt raw (it is interpolated into ``<|im_start|>{voice}: ...``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.config import Settings
+from app.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class VoiceCatalog:
+    """Voices the LM was trained on, the default one, and alias -> voice."""
+
+    voices: tuple[str, ...]
+    default: str
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> VoiceCatalog:
+        return cls(tuple(settings.SPEAKERS), settings.DEFAULT_SPEAKER, dict(settings.VOICE_ALIASES))
+
+    def resolve(self, name: str | None) -> str:
+        """The configured voice for ``name`` (a voice or alias; None = default). Raises InvalidRequest."""
+        if name is None:
+            return self.default
+        if name in self.voices:
+            return name
+        if name in self.aliases:
+            return self.aliases[name]
+        valid = ", ".join([*self.voices, *self.aliases])
+        raise InvalidRequest(
+            f"Voice {name!r} is not available. Valid voices: {valid}.", param="voice", code="voice_not_found"
+        )
+
+    def aliases_of(self, voice: str) -> list[str]:
+        """The aliases that resolve to ``voice``."""
+        return [alias for alias, target in self.aliases.items() if target == voice]

@@ -1,0 +1,72 @@
+"""Settings: parsing, validation, and .env_example kept in step with the fields."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import OPENAI_VOICES, Settings
+from tests.conftest import make_settings
+
+ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env_example"
+
+
+def test_env_example_lists_exactly_the_settings() -> None:
+    keys = re.findall(r"^([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), flags=re.MULTILINE)
+    assert len(keys) == len(set(keys)), "a setting is listed twice"
+    assert set(keys) == set(Settings.model_fields)
+
+
+def test_env_example_values_are_the_defaults() -> None:
+    from_file = Settings(_env_file=ENV_EXAMPLE)  # type: ignore[call-arg]
+    assert from_file.model_dump() == make_settings().model_dump()
+
+
+def test_every_setting_is_documented() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description, name
+        assert re.search(rf"^{name}=.*#\s*\S", ENV_EXAMPLE.read_text(), flags=re.MULTILINE), name
+
+
+def test_seed_defaults() -> None:
+    s = make_settings()
+    assert s.TTS_API == "http://127.0.0.1:9093"
+    assert s.MODEL_NAME == "TTS-model"
+    assert (s.DEFAULT_TEMPERATURE, s.DEFAULT_REPETITION_PENALTY, s.DEFAULT_MAX_TOKENS) == (0.6, 1.15, 3072)
+    assert (s.DEFAULT_PLAYBACK_OVERLAP_SPEED, s.STREAM_CHUNK_GROWTH, s.STREAM_MAX_CHUNK_S) == (0.2, 2.0, 10.0)
+    assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (3.0, 12.0, 0.25)
+
+
+def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPEAKERS", " anna , ben ")
+    monkeypatch.setenv("DEFAULT_SPEAKER", "ben")
+    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert s.SPEAKERS == ["anna", "ben"]
+    # unset aliases: every OpenAI voice maps to a configured voice (the default when its own is absent)
+    assert set(s.VOICE_ALIASES) == set(OPENAI_VOICES)
+    assert set(s.VOICE_ALIASES.values()) == {"ben"}
+    monkeypatch.setenv("VOICE_ALIASES", "alloy=anna, nova=ben")
+    assert Settings(_env_file=None).VOICE_ALIASES == {"alloy": "anna", "nova": "ben"}  # type: ignore[call-arg]
+    monkeypatch.setenv("VOICE_ALIASES", '{"echo": "anna"}')
+    assert Settings(_env_file=None).VOICE_ALIASES == {"echo": "anna"}  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"DEFAULT_SPEAKER": "nobody"},
+        {"SPEAKERS": ""},
+        {"VOICE_ALIASES": "alloy=nobody"},
+        {"VOICE_ALIASES": "alloy"},
+        {"DEFAULT_PLAYBACK_SPEED": 0},
+        {"STREAM_CHUNK_GROWTH": 0.5},
+        {"LM_BACKEND": "magic"},
+        {"DEFAULT_TEMPERATURE": -1},
+    ],
+)
+def test_invalid_settings_fail_at_startup(overrides: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        make_settings(**overrides)
