@@ -10,22 +10,24 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from app.audio.stitcher import StitchSchedule
-from app.codec.device import resolve_device
-from app.codec.neucodec.loading import load_decoder
-from app.codec.worker import CodecWorker
 from app.config import Settings
-from app.lm.http_source import HttpTokenSource
-from app.lm.transformers_source import TransformersTokenSource
 from app.lm.types import TokenSource
 from app.voices import VoiceCatalog
+
+if TYPE_CHECKING:
+    from app.codec.worker import CodecWorker
 
 log = logging.getLogger(__name__)
 
 
 def build_source(settings: Settings) -> TokenSource:
-    """The speech-token source named by ``LM_BACKEND``."""
+    """The speech-token source named by ``LM_BACKEND`` (imported here: torch/transformers load lazily)."""
     if settings.LM_BACKEND == "http":
+        from app.lm.http_source import HttpTokenSource
+
         return HttpTokenSource(
             settings.TTS_API,
             settings.TTS_API_KEY,
@@ -33,6 +35,8 @@ def build_source(settings: Settings) -> TokenSource:
             first_token_timeout_s=settings.LM_FIRST_TOKEN_TIMEOUT_S,
             token_timeout_s=settings.LM_TOKEN_TIMEOUT_S,
         )
+    from app.lm.transformers_source import TransformersTokenSource
+
     return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
 
 
@@ -51,6 +55,10 @@ class Engine:
 
     async def start(self) -> None:
         """Load the decoder (off the event loop), start its worker and the LM source."""
+        from app.codec.device import resolve_device
+        from app.codec.neucodec.loading import load_decoder
+        from app.codec.worker import CodecWorker
+
         device = resolve_device(self.settings.DEVICE)
         log.info("loading codec %s on %s", self.settings.CODEC_MODEL, device)
         decoder = await asyncio.to_thread(load_decoder, self.settings.CODEC_MODEL, device)

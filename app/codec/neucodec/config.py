@@ -42,7 +42,9 @@ class NeuCodecConfig:
         if self.hidden_dim % 32:
             raise ValueError(f"hidden_dim must be a multiple of 32 (GroupNorm groups), got {self.hidden_dim}")
         if self.hidden_dim % self.heads or (self.hidden_dim // self.heads) % 2:
-            raise ValueError(f"hidden_dim / heads must be an even integer, got {self.hidden_dim}/{self.heads}")
+            raise ValueError(
+                f"hidden_dim / heads must be an even integer, got {self.hidden_dim}/{self.heads}"
+            )
         if not self.levels or min(self.levels) < 2:
             raise ValueError(f"levels must be non-empty and each >= 2, got {self.levels}")
 

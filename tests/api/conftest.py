@@ -1,0 +1,75 @@
+"""Integration harness: the real app under uvicorn on a free port, wired to a fake vLLM or the tiny LM."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from app.config import Settings
+from app.main import create_app
+from app.tools.fixtures.codec import write_codec_checkpoint
+from tests.conftest import make_settings
+from tests.fakes.fake_vllm import FakeVLLM, Script
+
+
+@pytest.fixture(scope="session")
+def api_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random NeuCodec checkpoint for the app under test."""
+    return write_codec_checkpoint(tmp_path_factory.mktemp("api-codec") / "codec")
+
+
+@asynccontextmanager
+async def serve(settings: Settings) -> AsyncIterator[str]:
+    """Run ``create_app(settings)`` under uvicorn in this event loop; yield its base URL."""
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()  # startup failed: raise its error
+            raise RuntimeError("server exited during startup")
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.fixture
+async def fake_vllm() -> AsyncIterator[FakeVLLM]:
+    """A scriptable fake vLLM on a free port (48 codes, 8 per event, no pacing, by default)."""
+    fake = FakeVLLM(Script(codes=list(range(1000, 1048)), tokens_per_event=8))
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+def http_settings(codec_dir: Path, lm_url: str, **overrides: object) -> Settings:
+    """Settings for the http backend against ``lm_url``, with short timeouts for tests."""
+    values: dict[str, object] = {
+        "LM_BACKEND": "http",
+        "TTS_API": lm_url,
+        "CODEC_MODEL": str(codec_dir),
+        "DEVICE": "cpu",
+        "LM_CONNECT_TIMEOUT_S": 2.0,
+        "LM_FIRST_TOKEN_TIMEOUT_S": 2.0,
+        "LM_TOKEN_TIMEOUT_S": 2.0,
+        "DISCONNECT_POLL_S": 0.05,
+        "DEFAULT_PLAYBACK_SPEED": 0.4,  # 20-token first window: several windows per test utterance
+    }
+    return make_settings(**(values | overrides))
+
+
+@pytest.fixture
+async def app_url(api_codec_dir: Path, fake_vllm: FakeVLLM) -> AsyncIterator[str]:
+    """Base URL of the app wired to ``fake_vllm``."""
+    async with serve(http_settings(api_codec_dir, fake_vllm.url)) as url:
+        yield url

@@ -1,0 +1,302 @@
+"""Stitcher: window schedule, sample bookkeeping, chunking independence and crossfade behaviour."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from app.audio.stitcher import Stitcher, StitchSchedule
+
+SPT = 480
+
+DEFAULT = StitchSchedule.from_seconds(2.0, 0.2, 2.0, 10.0, 3.0, 12.0)
+LOW_LATENCY = StitchSchedule.from_seconds(0.5, 0.2, 2.0, 10.0, 3.0, 12.0)
+SCHEDULES = {
+    "default": DEFAULT,
+    "low_latency": LOW_LATENCY,
+    "small": StitchSchedule(4, 2.0, 10, 2, 3, 288),
+    "no_future": StitchSchedule(5, 1.5, 12, 0, 4, 288),
+    "no_context": StitchSchedule(3, 2.0, 9, 0, 0, 288),
+    "fixed_windows": StitchSchedule(7, 1.0, 7, 1, 2, 100),
+    "no_crossfade": StitchSchedule(6, 2.0, 20, 2, 2, 0),
+    "wide_crossfade": StitchSchedule(2, 3.0, 30, 1, 1, 5000),
+    "one_token": StitchSchedule(1, 1.0, 1, 0, 1, 288),
+}
+
+
+class FakeDecoder:
+    """Records the windows it is asked to decode. ``context=False``: each code c is a constant block of
+    c / 1000 (purely local). ``context=True``: a continuous line through the code values plus an offset
+    that depends on the whole window (like GroupNorm), so windows disagree at their joins."""
+
+    def __init__(self, context: bool, spt: int = SPT) -> None:
+        self.context = context
+        self.spt = spt
+        self.calls: list[list[int]] = []
+
+    async def __call__(self, codes: list[int]) -> np.ndarray:
+        self.calls.append(list(codes))
+        return self.decode_now(codes)
+
+    def decode_now(self, codes: list[int]) -> np.ndarray:
+        v = np.asarray(codes, dtype=np.float64) / 1000
+        if not self.context:
+            return np.repeat(v, self.spt).astype(np.float32)
+        centres = (np.arange(len(v)) + 0.5) * self.spt
+        line = np.interp(np.arange(len(v) * self.spt), centres, v)
+        return (line + 2 * (v.mean() - 0.5)).astype(np.float32)
+
+
+def random_codes(n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(0, 1000, n).tolist()
+
+
+async def stitch(
+    schedule: StitchSchedule, codes: list[int], sizes: list[int], decoder: FakeDecoder
+) -> list[np.ndarray]:
+    """Push ``codes`` in pieces of ``sizes`` (the rest in one piece), then flush; return all chunks."""
+    stitcher = Stitcher(decoder, schedule)
+    chunks: list[np.ndarray] = []
+    pos = 0
+    for size in [*sizes, len(codes)]:
+        chunks += await stitcher.push(codes[pos : pos + size])
+        pos += size
+    chunks += await stitcher.flush()
+    return chunks
+
+
+def joined(chunks: list[np.ndarray]) -> np.ndarray:
+    for chunk in chunks:
+        assert chunk.dtype == np.float32 and chunk.ndim == 1 and chunk.size > 0
+    return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+
+
+def random_sizes(rng: random.Random, n: int) -> list[int]:
+    sizes = []
+    while sum(sizes) < n:
+        sizes.append(rng.choice([0, 1, 1, 2, 3, 7, 50, 200]))
+    return sizes
+
+
+# --- schedule ---------------------------------------------------------------------------------
+
+
+def test_from_seconds_defaults() -> None:
+    assert StitchSchedule(100, 2.0, 500, 10, 150, 288, 480) == DEFAULT
+    assert LOW_LATENCY.first_tokens == 25
+    assert [e - s for s, e in DEFAULT.windows(2000)] == [100, 200, 400, 500, 500, 300]
+    assert (DEFAULT.crossfade_left, DEFAULT.crossfade_right) == (144, 144)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((0.001, 0.0, 1.0, 1.0, 0.0, 0.0), StitchSchedule(1, 1.0, 50, 0, 0, 0)),  # first is at least 1
+        ((2.0, 0.2, 1.5, 1.0, 0.5, 5.0), StitchSchedule(100, 1.5, 100, 10, 25, 120)),  # max >= first
+        ((0.75, 0.1, 2.0, 10.0, 3.0, 12.0, 25, 16000), StitchSchedule(19, 2.0, 250, 2, 75, 192, 640)),
+    ],
+)
+def test_from_seconds_rounding(args: tuple, expected: StitchSchedule) -> None:
+    assert StitchSchedule.from_seconds(*args) == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (0.0, 0.2, 2.0, 10.0, 3.0, 12.0),
+        (-1.0, 0.2, 2.0, 10.0, 3.0, 12.0),
+        (float("nan"), 0.2, 2.0, 10.0, 3.0, 12.0),
+        (float("inf"), 0.2, 2.0, 10.0, 3.0, 12.0),
+        (2.0, -0.1, 2.0, 10.0, 3.0, 12.0),
+        (2.0, 0.2, 0.5, 10.0, 3.0, 12.0),
+        (2.0, 0.2, float("inf"), 10.0, 3.0, 12.0),
+        (2.0, 0.2, 2.0, 0.0, 3.0, 12.0),
+        (2.0, 0.2, 2.0, 10.0, -3.0, 12.0),
+        (2.0, 0.2, 2.0, 10.0, 3.0, -1.0),
+        (2.0, 0.2, 2.0, 10.0, 3.0, 12.0, 50, 24001),
+        (2.0, 0.2, 2.0, 10.0, 3.0, 12.0, 0, 24000),
+    ],
+)
+def test_from_seconds_rejects_nonsense(args: tuple) -> None:
+    with pytest.raises(ValueError):
+        StitchSchedule.from_seconds(*args)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"first_tokens": 0},
+        {"first_tokens": 2.5},
+        {"first_tokens": True},
+        {"max_window_tokens": 3},
+        {"future_tokens": -1},
+        {"past_tokens": -1},
+        {"crossfade_samples": -1},
+        {"samples_per_token": 0},
+        {"growth": 0.9},
+        {"growth": float("nan")},
+    ],
+)
+def test_schedule_rejects_nonsense(kwargs: dict) -> None:
+    base = {"first_tokens": 4, "growth": 2.0, "max_window_tokens": 10, "future_tokens": 2}
+    with pytest.raises(ValueError):
+        StitchSchedule(**{**base, "past_tokens": 3, "crossfade_samples": 288, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("schedule", "left", "right"),
+    [
+        (StitchSchedule(4, 2.0, 10, 2, 3, 288), 144, 144),  # centred
+        (StitchSchedule(4, 2.0, 10, 2, 3, 289), 144, 145),
+        (StitchSchedule(4, 2.0, 10, 0, 3, 288), 288, 0),  # no future: all left of the boundary
+        (StitchSchedule(8, 2.0, 10, 1, 4, 2000), 1520, 480),  # right half limited by the future context
+        (StitchSchedule(8, 2.0, 10, 1, 1, 2000), 480, 480),  # left half limited by the past context
+        (StitchSchedule(4, 2.0, 10, 0, 0, 288), 0, 0),  # no context: a hard cut
+        (StitchSchedule(2, 2.0, 10, 5, 5, 5000), 480, 480),  # never wider than the first window
+    ],
+)
+def test_crossfade_halves(schedule: StitchSchedule, left: int, right: int) -> None:
+    assert (schedule.crossfade_left, schedule.crossfade_right) == (left, right)
+
+
+def test_growth_products_stay_on_their_integer() -> None:
+    schedule = StitchSchedule(10, 1.1, 100, 0, 0, 0)
+    assert [e - s for s, e in schedule.windows(150)][:5] == [10, 11, 12, 13, 14]
+
+
+# --- stitcher ---------------------------------------------------------------------------------
+
+
+async def test_decode_windows_and_emit_times() -> None:
+    """first 4, growth 2, max 10, future 2, past 3: windows [0,4) [4,12) [12,22) and flush [22,30)."""
+    schedule = StitchSchedule(4, 2.0, 10, 2, 3, 288)
+    codes = list(range(100, 130))
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, schedule)
+    emitted_at: dict[int, list[int]] = {}
+    for i, code in enumerate(codes):
+        chunks = await stitcher.push([code])
+        if chunks:
+            emitted_at[i + 1] = [len(c) for c in chunks]
+    assert emitted_at == {6: [4 * SPT - 144], 14: [8 * SPT], 24: [10 * SPT]}
+    final = await stitcher.flush()
+    assert [len(c) for c in final] == [8 * SPT + 144]
+    assert decoder.calls == [codes[0:6], codes[1:14], codes[9:24], codes[19:30]]
+    assert schedule.windows(30) == [(0, 4), (4, 12), (12, 22), (22, 30)]
+
+
+async def test_first_chunk_after_first_plus_future_codes() -> None:
+    stitcher = Stitcher(FakeDecoder(context=True), DEFAULT)
+    codes = random_codes(300)
+    assert await stitcher.push(codes[:109]) == []
+    chunks = await stitcher.push(codes[109:110])
+    assert [len(c) for c in chunks] == [100 * SPT - 144]
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+async def test_decode_calls_follow_windows(name: str) -> None:
+    schedule = SCHEDULES[name]
+    codes = random_codes(1234 if schedule.first_tokens > 1 else 300)
+    decoder = FakeDecoder(context=False)
+    await stitch(schedule, codes, [1] * 40 + [333], decoder)
+    expected = []
+    for i, (s, e) in enumerate(schedule.windows(len(codes))):
+        last = i == len(schedule.windows(len(codes))) - 1
+        stop = len(codes) if last else e + schedule.future_tokens
+        expected.append(codes[max(0, s - schedule.past_tokens) : stop])
+    assert decoder.calls == expected
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+async def test_total_length_for_any_count(name: str) -> None:
+    schedule = SCHEDULES[name]
+    first, future = schedule.first_tokens, schedule.future_tokens
+    counts = {0, 1, max(first - 1, 0), first, first + future, first + future + 1, 3 * first + 7, 777}
+    for n in sorted(counts):
+        decoder = FakeDecoder(context=True)
+        out = joined(await stitch(schedule, random_codes(n, seed=n), [], decoder))
+        assert out.shape == (n * SPT,), (name, n)
+        assert (len(decoder.calls) == 0) == (n == 0)
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+async def test_local_decoder_gives_the_one_shot_decode_exactly(name: str) -> None:
+    schedule = SCHEDULES[name]
+    decoder = FakeDecoder(context=False)
+    for n in (0, 1, schedule.first_tokens, 55, 640):
+        codes = random_codes(n, seed=n + 1)
+        out = joined(await stitch(schedule, codes, [3, 1], decoder))
+        np.testing.assert_array_equal(out, decoder.decode_now(codes))
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+async def test_output_does_not_depend_on_chunking(name: str) -> None:
+    schedule = SCHEDULES[name]
+    rng = random.Random(1234)
+    for trial in range(6):
+        n = rng.choice([0, 1, schedule.first_tokens + schedule.future_tokens, rng.randrange(1, 900)])
+        codes = random_codes(n, seed=trial)
+        reference = joined(await stitch(schedule, codes, [], FakeDecoder(context=True)))
+        one_by_one = joined(await stitch(schedule, codes, [1] * n, FakeDecoder(context=True)))
+        np.testing.assert_array_equal(one_by_one, reference)
+        for _ in range(4):
+            sizes = random_sizes(rng, n)
+            out = joined(await stitch(schedule, codes, sizes, FakeDecoder(context=True)))
+            np.testing.assert_array_equal(out, reference)
+
+
+async def test_joins_are_continuous_with_a_context_dependent_decoder() -> None:
+    """Windows disagree by a per-window offset; the crossfade spreads each step over L + R samples."""
+    codes = random_codes(1500, seed=7)
+    decoder = FakeDecoder(context=True)
+    smooth_step = np.abs(np.diff(decoder.decode_now(codes))).max()  # the one-shot signal's largest step
+    schedule = StitchSchedule(20, 1.5, 200, 5, 30, 288)
+    out = joined(await stitch(schedule, codes, [], decoder))
+    hard = joined(await stitch(StitchSchedule(20, 1.5, 200, 5, 30, 0), codes, [], FakeDecoder(True)))
+
+    width = schedule.crossfade_left + schedule.crossfade_right
+    offsets = [2 * (np.mean(c) / 1000 - 0.5) for c in decoder.calls]
+    largest_jump = np.abs(np.diff(offsets)).max()
+    bound = smooth_step + largest_jump * np.pi / (2 * width) + 1e-6
+    assert np.abs(np.diff(out)).max() <= bound
+    assert np.abs(np.diff(hard)).max() > 5 * bound  # without the crossfade the joins do jump
+
+
+async def test_crossfade_blends_the_two_windows_with_a_raised_cosine() -> None:
+    """Window 0 decodes to 0.0 everywhere, later windows to 1.0: the join is the ramp itself."""
+    calls: list[list[int]] = []
+
+    async def decode(codes: list[int]) -> np.ndarray:
+        calls.append(codes)
+        return np.full(len(codes) * SPT, float(len(calls) > 1), np.float32)
+
+    schedule = StitchSchedule(2, 1.0, 2, 1, 1, 100)  # L = R = 50
+    stitcher = Stitcher(decode, schedule)
+    out = joined([*await stitcher.push([0, 0, 1, 1, 1, 1]), *await stitcher.flush()])
+    join = out[2 * SPT - 50 : 2 * SPT + 50]
+    t = (np.arange(100) + 0.5) / 100
+    np.testing.assert_allclose(join, 0.5 * (1 - np.cos(np.pi * t)), atol=1e-6)
+    assert (out[: 2 * SPT - 50] == 0).all() and (out[2 * SPT + 50 :] == 1).all()
+
+
+async def test_wrong_decoder_output_is_an_error() -> None:
+    async def decode(codes: list[int]) -> np.ndarray:
+        return np.zeros(len(codes) * SPT - 1, np.float32)
+
+    stitcher = Stitcher(decode, StitchSchedule(2, 1.0, 2, 0, 0, 0))
+    with pytest.raises(ValueError, match="returned shape"):
+        await stitcher.push([1, 2])
+
+
+async def test_flush_ends_the_stream() -> None:
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, StitchSchedule(3, 1.0, 3, 0, 1, 100))
+    chunks = await stitcher.push([1, 2, 3, 4, 5, 6])  # two full windows; the second holds 100 samples
+    tail = await stitcher.flush()  # nothing left to decode: the held samples come out as they are
+    assert [len(c) for c in [*chunks, *tail]] == [3 * SPT - 100, 3 * SPT, 100]
+    assert len(decoder.calls) == 2
+    assert await stitcher.flush() == []
+    with pytest.raises(RuntimeError):
+        await stitcher.push([7])
