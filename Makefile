@@ -44,10 +44,10 @@ lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 bench-codec: install
-	$(PY) bench/codec_bench.py --out bench/results/codec_cpu.json
+	$(PY) -m bench.codec_bench --out bench/results/codec_cpu.json
 
 bench-stitch: install
-	$(PY) bench/stitch_bench.py --out bench/results/stitch_cpu.json
+	$(PY) -m bench.stitch_bench --out bench/results/stitch_cpu.json
 
 clean:
 	rm -rf $(FIXTURES) .pytest_cache .ruff_cache

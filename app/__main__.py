@@ -12,7 +12,9 @@ from app.main import create_app
 
 def main() -> None:
     settings = Settings()
-    logging.basicConfig(level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=settings.LOG_LEVEL.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     uvicorn.run(create_app(settings), host=settings.HOST, port=settings.PORT, log_level=settings.LOG_LEVEL)
 
 

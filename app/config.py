@@ -125,7 +125,9 @@ class Settings(BaseSettings):
         if not self.SPEAKERS:
             raise ValueError("SPEAKERS must name at least one voice")
         if self.DEFAULT_SPEAKER not in self.SPEAKERS:
-            raise ValueError(f"DEFAULT_SPEAKER {self.DEFAULT_SPEAKER!r} is not one of SPEAKERS {self.SPEAKERS}")
+            raise ValueError(
+                f"DEFAULT_SPEAKER {self.DEFAULT_SPEAKER!r} is not one of SPEAKERS {self.SPEAKERS}"
+            )
         if "VOICE_ALIASES" not in self.model_fields_set or not self.VOICE_ALIASES:
             self.VOICE_ALIASES = {
                 alias: voice if voice in self.SPEAKERS else self.DEFAULT_SPEAKER

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from app.audio.stitcher import StitchSchedule

@@ -1,10 +1,14 @@
-"""Suite-wide setup: no settings leak in from the environment or a local .env file."""
+"""Suite-wide setup (no settings leak in from the environment or a .env file) and shared checkpoints."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+import pytest
 
 from app.config import Settings
+from app.tools.fixtures.lm import write_tiny_lm
 
 
 def pytest_configure() -> None:
@@ -17,3 +21,9 @@ def pytest_configure() -> None:
 def make_settings(**overrides: object) -> Settings:
     """Settings from defaults plus ``overrides``, ignoring any ``.env`` file."""
     return Settings(_env_file=None, **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Qwen3 TTS LM (random weights, full speech vocabulary) written once per session."""
+    return write_tiny_lm(tmp_path_factory.mktemp("tiny_lm"), seed=0)

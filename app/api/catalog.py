@@ -1,4 +1,4 @@
-"""What this server offers: models (``/v1/models``) and voices (``/v1/audio/voices``, ``/v1/audio/speaker``)."""
+"""What this server offers: models (`/v1/models`) and voices (`/v1/audio/voices`, `/v1/audio/speaker`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ async def list_models(request: Request) -> dict[str, Any]:
     created = request.app.state.started_at
     return {
         "object": "list",
-        "data": [{"id": name, "object": "model", "created": created, "owned_by": "tts-server"} for name in names],
+        "data": [
+            {"id": name, "object": "model", "created": created, "owned_by": "tts-server"} for name in names
+        ],
     }
 
 

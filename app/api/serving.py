@@ -115,7 +115,9 @@ class SpeechService:
                 pcm = await self._watch(request, _collect(chunks))
                 if pcm.size == 0:
                     raise BackendError("The LM produced no speech tokens.")
-                body = wav_bytes(pcm) if req.response_format == "wav" else make_encoder("pcm", False).push(pcm)
+                body = (
+                    wav_bytes(pcm) if req.response_format == "wav" else make_encoder("pcm", False).push(pcm)
+                )
                 return Response(body, media_type=_media_type(req.response_format), headers=headers)
             first = await self._watch(request, anext(chunks, None))
             if first is None:

@@ -27,7 +27,7 @@ class CodecWorkerClosed(Unavailable):
 
 @dataclass(frozen=True)
 class _Job:
-    codes: Sequence[int]
+    codes: list[int]  # a copy: the caller may reuse its buffer
     future: asyncio.Future[np.ndarray]
 
 
@@ -76,29 +76,27 @@ class CodecWorker:
         if len(codes) == 0:
             return np.zeros(0, dtype=np.float32)
         future: asyncio.Future[np.ndarray] = self._loop.create_future()
-        self._queue.put(_Job(codes, future))
+        self._queue.put(_Job(list(codes), future))
         return await future
 
     async def close(self) -> None:
         """Stop taking work, fail queued items, let the current item finish and join the thread."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._thread is None:
-            return
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                _resolve(job.future, CodecWorkerClosed("the codec worker stopped before this decode ran"))
-        self._queue.put(None)
-        await asyncio.to_thread(self._thread.join)
+        if not self._closed:
+            self._closed = True
+            while True:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    _resolve(job.future, CodecWorkerClosed("the codec worker stopped before this decode ran"))
+            self._queue.put(None)
+        if self._thread is not None:  # every caller returns only once the thread has ended
+            await asyncio.to_thread(self._thread.join)
 
-    def _decode_now(self, codes: Sequence[int]) -> np.ndarray:
+    def _decode_now(self, codes: list[int]) -> np.ndarray:
         """Run one decode on the worker thread: ``[T]`` codes -> ``(T * hop,)`` float32 on cpu."""
-        batch = torch.tensor([list(codes)], dtype=torch.long)  # [1, T]
+        batch = torch.tensor([codes], dtype=torch.long)  # [1, T]
         audio = self._decoder.decode(batch)  # [1, T * hop]
         return audio[0].to(device="cpu", dtype=torch.float32).numpy()
 

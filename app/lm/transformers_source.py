@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,6 +278,7 @@ class TransformersTokenStream:
         if self._job is None:
             self._job = _Job(self._params, asyncio.get_running_loop())
             self._source._submit(self._job)
+            weakref.finalize(self, self._job.cancel.set)  # a stream dropped unclosed stops its generation
         job = self._job
         codes: list[int] = []
         if self._end is None:

@@ -26,7 +26,9 @@ def api_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @asynccontextmanager
 async def serve(settings: Settings) -> AsyncIterator[str]:
     """Run ``create_app(settings)`` under uvicorn in this event loop; yield its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+    )
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -41,7 +41,9 @@ def test_cuda_decode_matches_cpu(tiny_decoder: NeuCodecDecoder, cuda_decoder: Ne
 
 
 @pytest.mark.usefixtures("no_tf32")
-async def test_worker_on_cuda_matches_cpu(tiny_decoder: NeuCodecDecoder, cuda_decoder: NeuCodecDecoder) -> None:
+async def test_worker_on_cuda_matches_cpu(
+    tiny_decoder: NeuCodecDecoder, cuda_decoder: NeuCodecDecoder
+) -> None:
     worker = CodecWorker(cuda_decoder, "cuda")
     worker.start()
     try:

@@ -33,8 +33,14 @@ class GatedDecoder:
         return self.decoder.decode(codes)
 
 
-def _worker_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name == "codec-worker"]
+def _worker_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "codec-worker"}
+
+
+@pytest.fixture
+def threads_before() -> set[threading.Thread]:
+    """Codec threads alive before the test (left by other tests, if any): not this test's business."""
+    return _worker_threads()
 
 
 def _expected(decoder: NeuCodecDecoder, codes: list[int]) -> np.ndarray:
@@ -110,7 +116,9 @@ async def test_cancelled_items_are_skipped(tiny_decoder: NeuCodecDecoder) -> Non
         await codec.close()
 
 
-async def test_close_fails_queued_items_finishes_current_and_joins(tiny_decoder: NeuCodecDecoder) -> None:
+async def test_close_fails_queued_items_finishes_current_and_joins(
+    tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
+) -> None:
     codec, gate = await _make_gated(tiny_decoder)
     running = asyncio.create_task(codec.decode([1] * 3))
     await asyncio.to_thread(gate.entered.wait, 10)
@@ -126,13 +134,46 @@ async def test_close_fails_queued_items_finishes_current_and_joins(tiny_decoder:
     assert (await running).shape == (3 * HOP,)
     assert gate.calls == [3]
     assert not codec.running
-    assert _worker_threads() == []
+    assert _worker_threads() <= threads_before
     with pytest.raises(CodecWorkerClosed):
         await codec.decode([1])
     await codec.close()  # idempotent
 
 
-async def test_decode_before_start_and_double_start(tiny_decoder: NeuCodecDecoder) -> None:
+async def test_every_close_caller_waits_for_the_thread(
+    tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
+) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    running = asyncio.create_task(codec.decode([1] * 2))
+    await asyncio.to_thread(gate.entered.wait, 10)
+    closers = [asyncio.create_task(codec.close()) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    assert not any(task.done() for task in closers)
+    gate.release.set()
+    await asyncio.gather(*closers, running)
+    assert _worker_threads() <= threads_before
+
+
+async def test_codes_are_copied_when_queued(tiny_decoder: NeuCodecDecoder) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    try:
+        first = asyncio.create_task(codec.decode([1] * 2))
+        await asyncio.to_thread(gate.entered.wait, 10)
+        buffer = [7, 8, 9]
+        second = asyncio.create_task(codec.decode(buffer))
+        await asyncio.sleep(0)  # queued
+        buffer[:] = [0, 0, 0]  # the caller reuses its buffer
+        gate.release.set()
+        await first
+        np.testing.assert_array_equal(await second, _expected(tiny_decoder, [7, 8, 9]))
+    finally:
+        gate.release.set()
+        await codec.close()
+
+
+async def test_decode_before_start_and_double_start(
+    tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
+) -> None:
     codec = CodecWorker(tiny_decoder, "cpu")
     with pytest.raises(CodecWorkerClosed, match="not running"):
         await codec.decode([1])
@@ -142,7 +183,7 @@ async def test_decode_before_start_and_double_start(tiny_decoder: NeuCodecDecode
             codec.start()
     finally:
         await codec.close()
-    assert _worker_threads() == []
+    assert _worker_threads() <= threads_before
 
 
 async def test_close_without_start_is_a_no_op(tiny_decoder: NeuCodecDecoder) -> None:

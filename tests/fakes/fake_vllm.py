@@ -58,6 +58,7 @@ class RecordedRequest:
     body: dict[str, Any]
     headers: dict[str, str]
     received_at: float  # time.monotonic()
+    peer: tuple[str, int] | None  # the client's address: the same for requests on a reused connection
     events_sent: int = 0
     completed: bool = False  # the whole answer was written
     disconnected_at: float | None = None  # time.monotonic() when the client went away early
@@ -148,7 +149,8 @@ class FakeVLLM:
             body = await request.json()
         except ValueError:
             return web.json_response(vllm_error("invalid JSON body", 400), status=400)
-        record = RecordedRequest(body=body, headers=dict(request.headers), received_at=time.monotonic())
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        record = RecordedRequest(body, dict(request.headers), time.monotonic(), peer and tuple(peer[:2]))
         self.requests.append(record)
         script = self.script
         if body.get("model") != self.model:

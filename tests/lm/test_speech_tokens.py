@@ -81,5 +81,5 @@ def test_format_round_trips() -> None:
 
 @pytest.mark.parametrize("codes", [[-1], [65536], [1, 2, 70000]])
 def test_format_rejects_out_of_range_codes(codes: list[int]) -> None:
-    with pytest.raises(ValueError, match="0..65535"):
+    with pytest.raises(ValueError, match=r"0\.\.65535"):
         format_speech_tokens(codes)
