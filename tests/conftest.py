@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.config import Settings
+from app.tools.fixtures.codec import write_codec_checkpoint
 from app.tools.fixtures.lm import write_tiny_lm
 
 
@@ -27,3 +28,9 @@ def make_settings(**overrides: object) -> Settings:
 def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Qwen3 TTS LM (random weights, full speech vocabulary) written once per session."""
     return write_tiny_lm(tmp_path_factory.mktemp("tiny_lm"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random NeuCodec checkpoint (``pytorch_model.bin`` + ``neucodec_config.json``, seed 0)."""
+    return write_codec_checkpoint(tmp_path_factory.mktemp("codec") / "tiny")

@@ -12,15 +12,8 @@ import uvicorn
 
 from app.config import Settings
 from app.main import create_app
-from app.tools.fixtures.codec import write_codec_checkpoint
 from tests.conftest import make_settings
 from tests.fakes.fake_vllm import FakeVLLM, Script
-
-
-@pytest.fixture(scope="session")
-def api_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random NeuCodec checkpoint for the app under test."""
-    return write_codec_checkpoint(tmp_path_factory.mktemp("api-codec") / "codec")
 
 
 @asynccontextmanager
@@ -71,7 +64,7 @@ def http_settings(codec_dir: Path, lm_url: str, **overrides: object) -> Settings
 
 
 @pytest.fixture
-async def app_url(api_codec_dir: Path, fake_vllm: FakeVLLM) -> AsyncIterator[str]:
+async def app_url(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -> AsyncIterator[str]:
     """Base URL of the app wired to ``fake_vllm``."""
-    async with serve(http_settings(api_codec_dir, fake_vllm.url)) as url:
+    async with serve(http_settings(tiny_codec_dir, fake_vllm.url)) as url:
         yield url

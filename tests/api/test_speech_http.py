@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import wave
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -131,8 +132,8 @@ async def test_backend_failures_give_a_status_before_audio(
         assert "engine dead" in str(error["message"])
 
 
-async def test_unreachable_backend_is_502(api_codec_dir) -> None:  # type: ignore[no-untyped-def]
-    async with serve(http_settings(api_codec_dir, "http://127.0.0.1:9")) as url:
+async def test_unreachable_backend_is_502(tiny_codec_dir: Path) -> None:
+    async with serve(http_settings(tiny_codec_dir, "http://127.0.0.1:9")) as url:
         assert_openai_error(await post(url, body()), 502)
         async with httpx.AsyncClient(timeout=10) as client:
             ready = await client.get(url + "/ready")
@@ -231,18 +232,18 @@ async def test_catalog_and_probes(app_url: str) -> None:
         assert echoed.headers["x-request-id"] == "abc-123"
 
 
-async def test_api_key_is_sent_as_bearer(api_codec_dir, fake_vllm: FakeVLLM) -> None:  # type: ignore[no-untyped-def]
+async def test_api_key_is_sent_as_bearer(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -> None:
     fake_vllm.api_key = "sekrit"
-    async with serve(http_settings(api_codec_dir, fake_vllm.url, TTS_API_KEY="sekrit")) as url:
+    async with serve(http_settings(tiny_codec_dir, fake_vllm.url, TTS_API_KEY="sekrit")) as url:
         response = await post(url, body())
     assert response.status_code == 200
     assert fake_vllm.requests[-1].headers["Authorization"] == "Bearer sekrit"
 
 
-def test_openapi_pins_the_speech_request(api_codec_dir) -> None:  # type: ignore[no-untyped-def]
+def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
     from app.main import create_app
 
-    schema = create_app(http_settings(api_codec_dir, "http://127.0.0.1:9")).openapi()
+    schema = create_app(http_settings(tiny_codec_dir, "http://127.0.0.1:9")).openapi()
     paths = {(path, method) for path, ops in schema["paths"].items() for method in ops}
     assert paths == {
         ("/v1/audio/speech", "post"),

@@ -16,12 +16,12 @@ SPEECH = "/v1/audio/speech"
 
 
 async def test_embedded_backend_streams_buffers_and_survives_disconnects(
-    tiny_lm_dir: Path, api_codec_dir: Path
+    tiny_lm_dir: Path, tiny_codec_dir: Path
 ) -> None:
     settings = make_settings(
         LM_BACKEND="transformers",
         TTS_MODEL=str(tiny_lm_dir),
-        CODEC_MODEL=str(api_codec_dir),
+        CODEC_MODEL=str(tiny_codec_dir),
         DEVICE="cpu",
         DEFAULT_PLAYBACK_SPEED=0.2,
         DISCONNECT_POLL_S=0.05,
