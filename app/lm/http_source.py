@@ -73,8 +73,11 @@ def _error_text(data: dict[str, Any]) -> str | None:
     return None
 
 
-def _parse_chunk(payload: str) -> tuple[str, str | None]:
-    """``(text, finish_reason)`` of one ``text_completion`` chunk; BackendError for anything else."""
+def _parse_chunk(payload: str) -> tuple[str, str | None, int | None]:
+    """``(text, finish_reason, prompt_tokens)`` of one ``text_completion`` chunk; BackendError otherwise.
+
+    ``prompt_tokens`` comes from the usage-only chunk that ``stream_options.include_usage`` asks for.
+    """
     try:
         data = json.loads(payload)
     except ValueError:
@@ -88,13 +91,15 @@ def _parse_chunk(payload: str) -> tuple[str, str | None]:
     if not isinstance(choices, list):
         raise BackendError(f"LM backend sent an event without choices: {payload[:100]!r}")
     if not choices:  # a usage-only chunk (stream_options.include_usage)
-        return "", None
+        usage = data.get("usage")
+        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        return "", None, prompt_tokens if isinstance(prompt_tokens, int) else None
     choice = choices[0]
     text = choice.get("text") if isinstance(choice, dict) else None
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
         raise BackendError(f"LM backend sent a malformed choice: {payload[:100]!r}")
-    return text, finish
+    return text, finish, None
 
 
 def _data_payload(line: bytes) -> str | None:
@@ -172,6 +177,7 @@ class HttpTokenSource:
             "temperature": params.temperature,
             "repetition_penalty": params.repetition_penalty,
             "stream": True,
+            "stream_options": {"include_usage": True},
         }
         for key in ("top_p", "top_k", "seed"):
             value = getattr(params, key)
@@ -200,6 +206,7 @@ class HttpTokenStream:
     """
 
     finish_reason: FinishReason | None
+    prompt_tokens: int | None
 
     def __init__(
         self,
@@ -212,6 +219,7 @@ class HttpTokenStream:
         token_timeout_s: float,
     ) -> None:
         self.finish_reason = None
+        self.prompt_tokens = None
         self._session = session
         self._url = url
         self._headers = headers
@@ -265,8 +273,9 @@ class HttpTokenStream:
                 if payload == "[DONE]":
                     done = True
                     break
-                text, finish_now = _parse_chunk(payload)
+                text, finish_now, prompt_tokens = _parse_chunk(payload)
                 finish = finish_now or finish
+                self.prompt_tokens = prompt_tokens if prompt_tokens is not None else self.prompt_tokens
                 try:
                     codes = parser.feed(text)
                 except SpeechTokenError as exc:

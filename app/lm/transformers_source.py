@@ -133,6 +133,7 @@ class _Job:
     done: asyncio.Event = field(default_factory=asyncio.Event)  # set when the thread has left the job
     cancel: threading.Event = field(default_factory=threading.Event)
     started: threading.Event = field(default_factory=threading.Event)
+    prompt_tokens: int | None = None  # set by the thread once the prompt is tokenized
 
     def post(self, item: list[int] | _End) -> None:
         """From the thread: hand an item to the consumer (a closed loop cancels the job)."""
@@ -232,6 +233,7 @@ class TransformersTokenSource:
         params = job.params
         # Encoded like vLLM does (the tokenizer's own special-token rule), so both backends agree.
         prompt = lm.tokenizer(params.prompt, return_tensors="pt").input_ids.to(lm.device)
+        job.prompt_tokens = prompt.shape[1]
         seen = torch.zeros(len(lm.allowed_ids), dtype=torch.bool, device=lm.device)
         in_prompt = lm.lm_to_allowed[prompt[0]]
         seen[in_prompt[in_prompt >= 0]] = True
@@ -268,6 +270,11 @@ class TransformersTokenStream:
         self._params = params
         self._job: _Job | None = None
         self._end: _End | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The prompt's length in LM tokens, once the generation thread has tokenized it."""
+        return self._job.prompt_tokens if self._job is not None else None
 
     def __aiter__(self) -> TransformersTokenStream:
         return self

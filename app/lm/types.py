@@ -34,9 +34,12 @@ class TokenStream(Protocol):
     ``finish_reason`` is None while running and set when the iteration ends: ``stop`` (the model ended
     the utterance), ``length`` (max_tokens reached), ``cancelled`` (closed by us). Errors raise
     ``app.errors.APIError`` subclasses (BackendError 502, BackendTimeout 504) from ``__anext__``.
+    ``prompt_tokens`` is the prompt's length in LM tokens once the backend has reported it (None before,
+    or when the backend does not say).
     """
 
     finish_reason: FinishReason | None
+    prompt_tokens: int | None
 
     def __aiter__(self) -> AsyncIterator[list[int]]: ...
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import random
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -77,6 +78,13 @@ def random_codes(prompt: str, max_tokens: int, seed: int = 0) -> list[int]:
     rng = random.Random(f"{seed}:{prompt}")
     count = min(max(TOKENS_PER_WORD, TOKENS_PER_WORD * words), max_tokens)
     return [rng.randrange(65536) for _ in range(count)]
+
+
+def prompt_token_count(prompt: str) -> int:
+    """The fake's stand-in for a tokenizer: special tokens count one each, other text 4 chars a token."""
+    specials = re.findall(r"<\|[^|]*\|>", prompt)
+    text = re.sub(r"<\|[^|]*\|>", "", prompt)
+    return len(specials) + -(-len(text) // 4)
 
 
 class FakeVLLM:
@@ -222,6 +230,12 @@ class FakeVLLM:
             return
         if finish == "stop":
             await response.write(chunk("", "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            prompt_tokens = prompt_token_count(body["prompt"])
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(codes) + (finish == "stop")}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            data = {"id": chunk_id, "object": "text_completion", "created": created, "model": self.model}
+            await response.write(f"data: {json.dumps(data | {'choices': [], 'usage': usage})}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         record.completed = True

@@ -12,7 +12,7 @@ import pytest
 from app.errors import BackendError, BackendTimeout, Unavailable
 from app.lm.http_source import HttpTokenSource, backend_urls, error_message
 from app.lm.types import GenerationParams, TokenStream
-from tests.fakes.fake_vllm import FakeVLLM, Script
+from tests.fakes.fake_vllm import FakeVLLM, Script, prompt_token_count
 
 MODEL = "TTS-model"
 PARAMS = GenerationParams(
@@ -130,6 +130,7 @@ async def test_request_body_and_headers_with_api_key(fake: FakeVLLM) -> None:
         "temperature": 0.7,
         "repetition_penalty": 1.1,
         "stream": True,
+        "stream_options": {"include_usage": True},
     }
     assert request.headers["Authorization"] == "Bearer sekret"
     assert request.headers["Content-Type"] == "application/json"
@@ -188,6 +189,14 @@ async def test_keepalive_comments_are_ignored(fake: FakeVLLM, source: HttpTokenS
 async def test_finish_reason_length_from_script(fake: FakeVLLM, source: HttpTokenSource) -> None:
     fake.script = Script(codes=[1, 2, 3], finish_reason="length", tokens_per_event=2)
     assert await collect(source.generate(PARAMS)) == ([[1, 2], [3]], "length")
+
+
+async def test_prompt_tokens_come_from_the_usage_chunk(fake: FakeVLLM, source: HttpTokenSource) -> None:
+    fake.script = Script(codes=[1, 2, 3])
+    stream = source.generate(PARAMS)
+    assert stream.prompt_tokens is None
+    await collect(stream)
+    assert stream.prompt_tokens == prompt_token_count(PARAMS.prompt) > 0
 
 
 async def test_finish_reason_length_from_max_tokens(fake: FakeVLLM, source: HttpTokenSource) -> None:

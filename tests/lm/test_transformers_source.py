@@ -135,6 +135,15 @@ async def test_stop_token_ends_with_stop(source: TransformersTokenSource) -> Non
         assert await run(source.generate(params(max_tokens=100))) == ([0, 1, 2], "stop")
 
 
+async def test_prompt_tokens_are_the_tokenized_prompt_length(source: TransformersTokenSource) -> None:
+    stream = source.generate(params(max_tokens=2))
+    assert stream.prompt_tokens is None
+    await run(stream)
+    lm = source._lm
+    assert lm is not None
+    assert stream.prompt_tokens == len(lm.tokenizer(params().prompt).input_ids) > 0
+
+
 async def test_aclose_stops_the_thread_within_a_step(source: TransformersTokenSource) -> None:
     stream = source.generate(params(max_tokens=100_000))
     assert len(await anext(stream)) >= 1
