@@ -99,6 +99,26 @@ class Settings(BaseSettings):
     )
     CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
 
+    # --- audio out -----------------------------------------------------------------------------
+    DEFAULT_SPEAKING_RATE: float = Field(
+        1.0, ge=0.5, le=2.0, description="Speaking rate (WSOLA, pitch kept) when a request sets none."
+    )
+    STREAM_NORMALIZE: bool = Field(True, description="Loudness-normalize each utterance (one locked gain).")
+    TARGET_RMS_DB: float = Field(-16.0, ge=-40, le=-3, description="Target active RMS level in dBFS.")
+    MAX_GAIN_DB: float = Field(12.0, ge=0, le=40, description="Largest boost or cut the normalizer applies.")
+    NORM_LOCK_S: float = Field(
+        1.0, gt=0, le=10, description="Seconds of voiced audio after which the gain locks."
+    )
+    NORM_MIN_ESTIMATE_S: float = Field(
+        0.5,
+        ge=0,
+        le=5,
+        description="Audio the first gain estimate needs (held back when the first window is shorter).",
+    )
+    FADE_IN_MS: float = Field(
+        10.0, ge=0, le=200, description="Raised-cosine fade-in at the start of each response."
+    )
+
     @field_validator("SPEAKERS", mode="before")
     @classmethod
     def _parse_speakers(cls, value: object) -> object:

@@ -29,15 +29,19 @@ class SpeechRequest(BaseModel):
     input: str = Field(min_length=1, description="Text to speak (at most MAX_INPUT_CHARS).")
     voice: str | VoiceRef | None = Field(None, description="A voice, an alias, or {'id': voice}.")
     instructions: str | None = Field(None, max_length=4096, description="Accepted; has no effect.")
-    response_format: ResponseFormat = Field("pcm", description="pcm (24 kHz s16le mono) or wav.")
-    speed: float = Field(
-        1.0,
-        ge=0.25,
-        le=4.0,
-        validation_alias=AliasChoices("speed", "speaking_rate"),
-        description="Speaking rate (alias speaking_rate); only 1.0 is supported so far.",
+    response_format: ResponseFormat = Field(
+        "pcm", description="pcm (24 kHz s16le mono), wav, mp3, opus (Ogg), aac (ADTS) or flac."
     )
-    stream_format: Literal["audio", "sse"] = Field("audio", description="audio (raw bytes); sse: not yet.")
+    speed: float | None = Field(
+        None,
+        ge=0.5,
+        le=2.0,
+        validation_alias=AliasChoices("speed", "speaking_rate"),
+        description="Speaking rate, pitch kept (alias speaking_rate); default DEFAULT_SPEAKING_RATE.",
+    )
+    stream_format: Literal["audio", "sse"] = Field(
+        "audio", description="audio: raw bytes; sse: OpenAI speech.audio.delta/done events (when streaming)."
+    )
 
     stream: bool = Field(True, description="Stream audio as it is generated, or return it whole.")
     temperature: float | None = Field(None, ge=0, le=2)
@@ -51,6 +55,9 @@ class SpeechRequest(BaseModel):
     )
     playback_overlap_speed: float | None = Field(
         None, ge=0, le=2, description="Seconds of future context per decode window."
+    )
+    stream_normalize: bool | None = Field(
+        None, description="Loudness normalization; default STREAM_NORMALIZE."
     )
 
     def voice_name(self) -> str | None:

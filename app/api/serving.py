@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from typing import TypeVar
 
 import anyio
@@ -20,19 +20,19 @@ from fastapi.responses import Response, StreamingResponse
 
 from app.api.errors import ClientDisconnected
 from app.api.schemas import SpeechRequest
-from app.audio.formats import AudioEncoder, make_encoder, wav_bytes
+from app.api.sse import sse_events
+from app.audio.post import PostChain, PostOptions
 from app.engine import Engine
-from app.errors import APIError, BackendError, InvalidRequest, NotFound, Unavailable, ValidationFailed
+from app.errors import APIError, BackendError, NotFound, Unavailable, ValidationFailed
 from app.lm.prompt import clean_text, tts_prompt
 from app.lm.types import GenerationParams
-from app.pipeline import synthesize
+from app.pipeline import UtteranceStats, synthesize
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
-SUPPORTED_FORMATS = ("pcm", "wav")
 STREAM_HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
 PCM_HEADERS = {"X-Audio-Sample-Rate": "24000", "X-Audio-Channels": "1", "X-Audio-Bit-Depth": "16"}
 
@@ -62,24 +62,6 @@ class SpeechService:
         text = clean_text(req.input)
         if not text:
             raise ValidationFailed("input: no speakable text after cleaning", param="input")
-        if req.response_format not in SUPPORTED_FORMATS:
-            raise InvalidRequest(
-                f"response_format {req.response_format!r} is not supported yet; use pcm or wav.",
-                param="response_format",
-                code="unsupported_value",
-            )
-        if req.stream_format != "audio":
-            raise InvalidRequest(
-                "stream_format 'sse' is not supported yet; use 'audio'.",
-                param="stream_format",
-                code="unsupported_value",
-            )
-        if req.speed != 1.0:
-            raise InvalidRequest(
-                "speed (speaking_rate) other than 1.0 is not supported yet.",
-                param="speed",
-                code="unsupported_value",
-            )
         return GenerationParams(
             prompt=tts_prompt(voice, text),
             model=s.MODEL_NAME,
@@ -93,9 +75,25 @@ class SpeechService:
             seed=req.seed,
         )
 
+    def post_options(self, req: SpeechRequest) -> PostOptions:
+        """The post-codec chain this request asks for, with the settings' defaults."""
+        s = self.engine.settings
+        return PostOptions(
+            response_format=req.response_format,
+            stream=req.stream,
+            speaking_rate=req.speed if req.speed is not None else s.DEFAULT_SPEAKING_RATE,
+            normalize=req.stream_normalize if req.stream_normalize is not None else s.STREAM_NORMALIZE,
+            target_rms_db=s.TARGET_RMS_DB,
+            max_gain_db=s.MAX_GAIN_DB,
+            lock_s=s.NORM_LOCK_S,
+            min_estimate_s=s.NORM_MIN_ESTIMATE_S,
+            fade_in_ms=s.FADE_IN_MS,
+        )
+
     async def create(self, req: SpeechRequest, request: Request) -> Response:
         """Validate, build, then stream (or buffer) the audio."""
         params = self.generation_params(req)
+        chain = PostChain(self.post_options(req))
         s = self.engine.settings
         codec = self.engine.codec
         if codec is None:
@@ -108,17 +106,16 @@ class SpeechService:
                 else s.DEFAULT_PLAYBACK_OVERLAP_SPEED
             ),
         )
-        chunks = synthesize(self.engine.source, codec.decode, params, schedule)
+        stats = UtteranceStats()
+        chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
         headers = dict(PCM_HEADERS) if req.response_format == "pcm" else {}
         try:
             if not req.stream:
                 pcm = await self._watch(request, _collect(chunks))
                 if pcm.size == 0:
                     raise BackendError("The LM produced no speech tokens.")
-                body = (
-                    wav_bytes(pcm) if req.response_format == "wav" else make_encoder("pcm", False).push(pcm)
-                )
-                return Response(body, media_type=_media_type(req.response_format), headers=headers)
+                body = await asyncio.to_thread(_encode_whole, chain, pcm)
+                return Response(body, media_type=chain.media_type, headers=headers)
             first = await self._watch(request, anext(chunks, None))
             if first is None:
                 raise BackendError("The LM produced no speech tokens.")
@@ -126,10 +123,12 @@ class SpeechService:
             with anyio.CancelScope(shield=True):
                 await chunks.aclose()
             raise
-        encoder = make_encoder(req.response_format, True)
+        if req.stream_format == "sse":
+            events = sse_events(_encoded(first, chunks, chain), stats, params.prompt)
+            return StreamingResponse(events, media_type="text/event-stream", headers=STREAM_HEADERS)
         return StreamingResponse(
-            _stream_body(first, chunks, encoder),
-            media_type=encoder.media_type,
+            _audio_body(_encoded(first, chunks, chain)),
+            media_type=chain.media_type,
             headers={**STREAM_HEADERS, **headers},
         )
 
@@ -150,32 +149,43 @@ class SpeechService:
                     await asyncio.gather(task, return_exceptions=True)
 
 
-def _media_type(fmt: str) -> str:
-    return "audio/wav" if fmt == "wav" else "audio/pcm"
-
-
 async def _collect(chunks: AsyncIterator[np.ndarray]) -> np.ndarray:
     """All chunks of an utterance as one float32 array."""
     parts = [chunk async for chunk in chunks]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 
-async def _stream_body(
-    first: np.ndarray, chunks: AsyncIterator[np.ndarray], encoder: AudioEncoder
+def _encode_whole(chain: PostChain, pcm: np.ndarray) -> bytes:
+    """A whole utterance through the post chain (in a worker thread)."""
+    return chain.push(pcm) + chain.flush()
+
+
+async def _encoded(
+    first: np.ndarray, chunks: AsyncGenerator[np.ndarray, None], chain: PostChain
 ) -> AsyncIterator[bytes]:
-    """The encoded response body. A failure after the first byte aborts the connection (logged)."""
+    """The response's bytes as audio is produced; the chain runs in worker threads."""
     try:
-        yield encoder.header() + encoder.push(first)
-        async for chunk in chunks:
-            data = encoder.push(chunk)
+        data = await asyncio.to_thread(chain.push, first)
+        if data:
+            yield data
+        async for pcm in chunks:
+            data = await asyncio.to_thread(chain.push, pcm)
             if data:
                 yield data
-        tail = encoder.flush()
+        tail = await asyncio.to_thread(chain.flush)
         if tail:
             yield tail
+    finally:
+        with anyio.CancelScope(shield=True):
+            await chunks.aclose()
+
+
+async def _audio_body(encoded: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Raw audio body. A failure after the first byte aborts the connection (logged), so a client
+    never mistakes a cut stream for a complete one."""
+    try:
+        async for data in encoded:
+            yield data
     except APIError as exc:
         log.warning("stream aborted after audio started: %s %s", exc.status, exc.message)
         raise
-    finally:
-        with anyio.CancelScope(shield=True):
-            await chunks.aclose()  # type: ignore[attr-defined]

@@ -2,18 +2,21 @@
 
 Every encoder has the same three calls: ``header()`` once before any audio, ``push(pcm)`` per chunk and
 ``flush()`` at the end; concatenating them gives the response body. An encoder keeps only what its
-format needs, so the output never depends on how the PCM was chunked. To add a format, write an
-encoder and register a factory in ``_FACTORIES``.
+format needs, so the output never depends on how the PCM was chunked. pcm and wav are written here;
+mp3, opus, aac and flac by ``app.audio.compressed``. ``make_encoder`` is the one entry point; to add a
+format, write an encoder and register a factory in ``_FACTORIES``.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 import numpy as np
 
+from app.audio.compressed import SPECS, AvEncoder
 from app.audio.constants import SAMPLE_RATE
 
 # Sizes written by the streaming WAV header, whose length is unknown when it is sent. A "huge" data
@@ -62,6 +65,13 @@ class AudioEncoder(Protocol):
         """Everything still buffered; the encoder is finished afterwards."""
         ...
 
+    def close(self) -> None:
+        """Drop what is buffered without finishing (client gone); safe to call twice or after flush.
+
+        Only a shortcut: an encoder that is simply dropped leaks nothing either.
+        """
+        ...
+
 
 class PcmEncoder:
     """Raw int16 little-endian mono at 24 kHz, no header (OpenAI ``pcm``)."""
@@ -76,6 +86,9 @@ class PcmEncoder:
 
     def flush(self) -> bytes:
         return b""
+
+    def close(self) -> None:
+        pass
 
 
 class WavStreamEncoder(PcmEncoder):
@@ -107,10 +120,14 @@ class WavBufferedEncoder:
         self._chunks = []
         return wav_header(len(data)) + data
 
+    def close(self) -> None:
+        self._chunks = []
+
 
 _FACTORIES: dict[str, Callable[[bool], AudioEncoder]] = {
     "pcm": lambda stream: PcmEncoder(),
     "wav": lambda stream: WavStreamEncoder() if stream else WavBufferedEncoder(),
+    **{fmt: partial(AvEncoder, spec) for fmt, spec in SPECS.items()},  # mp3, opus, aac, flac
 }
 SUPPORTED_FORMATS = tuple(_FACTORIES)
 

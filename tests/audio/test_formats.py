@@ -95,7 +95,18 @@ def test_buffered_wav_encoder_writes_the_whole_file_at_flush() -> None:
     assert enc.flush() == wav_bytes(pcm)
 
 
-@pytest.mark.parametrize("fmt", ["mp3", "WAV", "", "pcm16"])
+@pytest.mark.parametrize("fmt", ["pcm", "wav"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_close_drops_buffered_audio_and_is_idempotent(fmt: str, stream: bool) -> None:
+    enc = make_encoder(fmt, stream)
+    enc.push(noise(100))
+    enc.close()
+    enc.close()
+    if isinstance(enc, WavBufferedEncoder):
+        assert enc.flush() == wav_bytes(noise(0))
+
+
+@pytest.mark.parametrize("fmt", ["ogg", "MP3", "WAV", "", "pcm16"])
 def test_unknown_format_is_rejected(fmt: str) -> None:
     with pytest.raises(ValueError, match="unsupported response_format"):
         make_encoder(fmt, stream=True)
