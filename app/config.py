@@ -104,7 +104,9 @@ class Settings(BaseSettings):
         1.0, ge=0.5, le=2.0, description="Speaking rate (WSOLA, pitch kept) when a request sets none."
     )
     STREAM_NORMALIZE: bool = Field(True, description="Loudness-normalize each utterance (one locked gain).")
-    TARGET_RMS_DB: float = Field(-16.0, ge=-40, le=-3, description="Target active RMS level in dBFS.")
+    TARGET_RMS_DB: float = Field(
+        -16.0, ge=-40, le=-3, description="Target level: K-weighted, gated (BS.1770-style), in LUFS."
+    )
     MAX_GAIN_DB: float = Field(12.0, ge=0, le=40, description="Largest boost or cut the normalizer applies.")
     NORM_LOCK_S: float = Field(
         1.0, gt=0, le=10, description="Seconds of voiced audio after which the gain locks."

@@ -7,6 +7,7 @@ reach it through ``request.app.state.engine``. Nothing here runs at import.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -65,6 +66,8 @@ class Engine:
         self.codec.start()
         log.info("starting LM source %s", self.source.name)
         await self.source.start()
+        # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
+        await asyncio.to_thread(importlib.import_module, "scipy.signal")
 
     async def close(self) -> None:
         """Stop the LM source and the codec worker; safe to call after a failed start."""

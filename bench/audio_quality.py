@@ -15,14 +15,21 @@ and 3%. That median also moves when the stretched audio has a different *set* of
 drops low, weakly voiced frames more often in fast speech), so the time-aligned comparison is also
 reported: output frame j is paired with the input frame nearest ``j * rate``, and over pairs voiced in
 both, ``aligned`` is the median of ``f0_out / f0_in - 1`` (%) and ``in 3%`` the share of pairs
-within 3%.
+within 3%. ``both`` is the median F0 comparison restricted to the same frames: the median of
+``f0_out`` over those pairs against the median of ``f0_in`` over the same pairs (%), with the same pyin
+settings; it is what ``f0`` measures once the voiced set is held fixed (at rate 2.0 ``en2`` keeps 66
+of about 92 expected voiced frames and ``f0`` jumps between espeak-ng's two F0 clusters).
 
-Loudness: each sentence is scaled by -20, -12, -6, 0 and +6 dB (0 dB = the level espeak-ng writes)
-and streamed through ``LoudnessNormalizer`` the way the stitcher delivers audio: a first window of
-0.2 s, then windows doubling up to 10 s. Reported: integrated loudness (pyloudnorm, ITU-R BS.1770,
-LUFS) per input gain, its spread (max - min) over all sentences and gains, the spread over the gains
-whose needed correction fits in ``max_gain_db``, and the largest ``|sample|`` (must stay below 1).
-It runs with the default ``max_gain_db`` (12) and with 24 dB, which covers the whole 26 dB range.
+Loudness: each sentence is scaled by -20, -12, -6, 0 and +6 dB (0 dB = the level espeak-ng writes,
+about -20 LUFS) and streamed through ``LoudnessNormalizer`` the way the stitcher delivers audio: a
+first window of 0.2 s, then windows doubling up to 10 s. Reported: integrated loudness (pyloudnorm,
+ITU-R BS.1770, LUFS) per input gain, its spread (max - min) over all sentences and gains, the spread
+over the inputs whose needed correction (-16 minus the input's LUFS) fits in ``max_gain_db``, and the
+largest ``|sample|`` (must stay below 1). The issue's target (spread below 2 dB over gains -20..+6)
+is measured with ``max_gain_db=24``: the -20 dB input sits near -40 LUFS and needs about +24 dB,
+which the default clamp of 12 dB cannot give by construction (``max_gain_db`` is the
+``MAX_GAIN_DB`` deployment setting). The default-12 run is printed too, for what a default
+deployment does: the -20 dB rows stay about 12 dB short.
 
 Prints a table, then the JSON on one line; ``--out`` also writes the JSON to ``bench/results/``.
 """
@@ -58,7 +65,7 @@ SENTENCES = {
 }
 RATES = [0.5, 0.75, 1.25, 1.5, 2.0]
 GAINS_DB = [-20.0, -12.0, -6.0, 0.0, 6.0]
-MAX_GAINS_DB = [12.0, 24.0]
+MAX_GAINS_DB = [24.0, 12.0]  # the target is judged at 24; 12 is the default MAX_GAIN_DB
 PYIN_SR = 16_000
 FRAME = SAMPLE_RATE // 100  # 10 ms
 
@@ -107,12 +114,12 @@ def pitch_track(audio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return f0, voiced
 
 
-def aligned_ratios(ref: tuple[np.ndarray, np.ndarray], out: tuple[np.ndarray, np.ndarray], rate: float):
-    """``f0_out / f0_in`` over output frames voiced in both, each paired with input frame ``j * rate``."""
+def aligned_pairs(ref: tuple[np.ndarray, np.ndarray], out: tuple[np.ndarray, np.ndarray], rate: float):
+    """``(f0_out, f0_in)`` over output frames voiced in both, each paired with input frame ``j * rate``."""
     (f_in, v_in), (f_out, v_out) = ref, out
     index = np.minimum(np.round(np.arange(len(f_out)) * rate).astype(int), len(f_in) - 1)
     both = v_out & v_in[index]
-    return f_out[both] / f_in[index][both]
+    return f_out[both], f_in[index][both]
 
 
 def rate_bench(speech: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, dict]:
@@ -130,7 +137,8 @@ def rate_bench(speech: dict[str, np.ndarray], rng: np.random.Generator) -> dict[
             cost += time.perf_counter() - start
             track = pitch_track(out)
             f0 = float(np.median(track[0][track[1]]))
-            ratios = aligned_ratios(tracks[name], track, rate)
+            f_out, f_in = aligned_pairs(tracks[name], track, rate)
+            ratios = f_out / f_in
             rows[name] = {
                 "len_err_pct": 100 * (len(out) / (len(audio) / rate) - 1),
                 "span_err_pct": 100 * (speech_span(out) / (ref_span[name] / rate) - 1),
@@ -138,6 +146,8 @@ def rate_bench(speech: dict[str, np.ndarray], rng: np.random.Generator) -> dict[
                 "f0_err_pct": 100 * (f0 / ref_f0[name] - 1),
                 "aligned_f0_err_pct": 100 * (float(np.median(ratios)) - 1),
                 "aligned_within_3pct": float(np.mean(np.abs(ratios - 1) < 0.03)),
+                "both_voiced_f0_err_pct": 100 * (float(np.median(f_out)) / float(np.median(f_in)) - 1),
+                "voiced_frames": int(track[1].sum()),
             }
         seconds = sum(len(a) for a in speech.values()) / SAMPLE_RATE
         results[str(rate)] = {
@@ -146,6 +156,7 @@ def rate_bench(speech: dict[str, np.ndarray], rng: np.random.Generator) -> dict[
             "worst_f0_err_pct": max(abs(r["f0_err_pct"]) for r in rows.values()),
             "worst_aligned_f0_err_pct": max(abs(r["aligned_f0_err_pct"]) for r in rows.values()),
             "worst_aligned_within_3pct": min(r["aligned_within_3pct"] for r in rows.values()),
+            "worst_both_voiced_f0_err_pct": max(abs(r["both_voiced_f0_err_pct"]) for r in rows.values()),
             "ms_per_input_s": 1000 * cost / seconds,
             "sentences": rows,
         }
@@ -154,7 +165,7 @@ def rate_bench(speech: dict[str, np.ndarray], rng: np.random.Generator) -> dict[
 
 
 def active_rms_db(audio: np.ndarray) -> float:
-    """Active RMS as the normalizer measures it: mean square of 10 ms frames above -50 dBFS."""
+    """Active RMS (unweighted) for reference: mean square of 10 ms frames above -50 dBFS."""
     frames = audio[: len(audio) // FRAME * FRAME].astype(np.float64).reshape(-1, FRAME)
     ms = (frames**2).mean(axis=1)
     return float(10 * np.log10(ms[ms > 1e-5].mean()))
@@ -163,6 +174,7 @@ def active_rms_db(audio: np.ndarray) -> float:
 def loudness_bench(speech: dict[str, np.ndarray], max_gain_db: float) -> dict:
     """Integrated loudness (LUFS) of each sentence at each input gain after the normalizer."""
     meter = pyloudnorm.Meter(SAMPLE_RATE)
+    input_lufs = {name: float(meter.integrated_loudness(a.astype(np.float64))) for name, a in speech.items()}
     lufs: dict[str, dict[str, float]] = {}
     reachable: list[float] = []
     peak = 0.0
@@ -174,7 +186,7 @@ def loudness_bench(speech: dict[str, np.ndarray], max_gain_db: float) -> dict:
             value = float(meter.integrated_loudness(y.astype(np.float64)))
             lufs[str(gain)][name] = value
             peak = max(peak, float(np.abs(y).max()))
-            if abs(-16.0 - active_rms_db(x)) <= max_gain_db:
+            if abs(-16.0 - (input_lufs[name] + gain)) <= max_gain_db:
                 reachable.append(value)
     values = [v for row in lufs.values() for v in row.values()]
     return {
@@ -190,19 +202,26 @@ def table(report: dict) -> str:
     """A short human-readable summary of the report."""
     lines = [
         "speaking rate (worst over sentences)",
-        "rate   len err %  span err %  f0 err %  aligned %  in 3%  ms per s",
+        "rate   len err %  span err %  f0 err %  both %  aligned %  in 3%  ms per s",
     ]
     for rate in RATES:
         r = report["rate"][str(rate)]
         lines.append(
             f"{rate:<6} {r['worst_len_err_pct']:9.3f}  {r['worst_span_err_pct']:10.2f}  "
-            f"{r['worst_f0_err_pct']:8.2f}  {r['worst_aligned_f0_err_pct']:9.2f}  "
+            f"{r['worst_f0_err_pct']:8.2f}  {r['worst_both_voiced_f0_err_pct']:6.2f}  "
+            f"{r['worst_aligned_f0_err_pct']:9.2f}  "
             f"{r['worst_aligned_within_3pct']:5.2f}  {r['ms_per_input_s']:8.2f}"
         )
     names = list(SENTENCES)
     for result in report["loudness"]:
         lines.append("")
-        lines.append(f"loudness, max_gain_db={result['max_gain_db']:g} (integrated LUFS after the stage)")
+        note = {
+            24.0: "the issue's target: spread < 2 dB",
+            12.0: "default MAX_GAIN_DB: -20 dB input needs ~+24, cannot be reached by construction",
+        }.get(result["max_gain_db"], "")
+        lines.append(
+            f"loudness, max_gain_db={result['max_gain_db']:g} (integrated LUFS after the stage; {note})"
+        )
         lines.append("gain dB " + "".join(f"{n:>8}" for n in names))
         for gain, row in result["lufs"].items():
             lines.append(f"{float(gain):+7.0f} " + "".join(f"{row[n]:8.2f}" for n in names))
@@ -213,6 +232,7 @@ def table(report: dict) -> str:
     lines.append(
         "input active RMS dBFS: " + ", ".join(f"{k} {v:.1f}" for k, v in report["input_rms_db"].items())
     )
+    lines.append("input LUFS: " + ", ".join(f"{k} {v:.1f}" for k, v in report["input_lufs"].items()))
     return "\n".join(lines)
 
 
@@ -241,6 +261,10 @@ def main(argv: list[str] | None = None) -> None:
         "sentences": {name: {"voice": v, "text": t} for name, (v, t) in SENTENCES.items()},
         "input_seconds": {name: len(a) / SAMPLE_RATE for name, a in speech.items()},
         "input_rms_db": {name: active_rms_db(a) for name, a in speech.items()},
+        "input_lufs": {
+            name: float(pyloudnorm.Meter(SAMPLE_RATE).integrated_loudness(a.astype(np.float64)))
+            for name, a in speech.items()
+        },
         "rate": rate_bench(speech, np.random.default_rng(args.seed)),
         "loudness": [loudness_bench(speech, max_gain) for max_gain in MAX_GAINS_DB],
     }

@@ -176,6 +176,7 @@ async def _encoded(
         if tail:
             yield tail
     finally:
+        chain.close()
         with anyio.CancelScope(shield=True):
             await chunks.aclose()
 

@@ -84,6 +84,10 @@ class PostChain:
                 data += self.encoder.push(tail)
         return self._with_header(data + self.encoder.flush())
 
+    def close(self) -> None:
+        """Release the encoder (a client went away before the end)."""
+        self.encoder.close()
+
     def _with_header(self, data: bytes) -> bytes:
         if self._header is None:
             return data

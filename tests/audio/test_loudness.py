@@ -6,11 +6,19 @@ import math
 
 import numpy as np
 import pytest
+from scipy.signal import sosfilt
 
-from app.audio.loudness import LIMITER_CEILING, LIMITER_KNEE, LoudnessNormalizer, soft_limit
+from app.audio.loudness import (
+    LIMITER_CEILING,
+    LIMITER_KNEE,
+    LoudnessNormalizer,
+    k_weighting_sos,
+    soft_limit,
+)
 
 SR = 24_000
 F = 240  # 10 ms analysis frames
+B = 10  # frames in a 100 ms gating block
 
 
 def stream(stage: LoudnessNormalizer, x: np.ndarray, sizes: list[int]) -> np.ndarray:
@@ -46,13 +54,40 @@ def gain_db(y: np.ndarray, x: np.ndarray) -> np.ndarray:
     return 20 * np.log10(y[ok].astype(np.float64) / x[ok])
 
 
-def want_db(x: np.ndarray, target: float = -16.0, max_gain: float = 12.0) -> float:
-    """The gain the normalizer should choose from exactly the audio ``x`` (whole 10 ms frames)."""
-    frames = x[: len(x) // F * F].astype(np.float64).reshape(-1, F)
-    ms = (frames**2).mean(axis=1)
-    active = ms[ms > 1e-5]
-    want = min(max(target - 10 * math.log10(active.mean()), -max_gain), max_gain)
-    return min(want, max(0.0, 20 * math.log10(1.4 / np.abs(frames).max())))
+def k_level_db(x: np.ndarray) -> float:
+    """BS.1770 loudness of ``x`` without gating: -0.691 + 10 log10(mean square of the K-weighted x)."""
+    z = sosfilt(k_weighting_sos(SR), x.astype(np.float64))
+    return -0.691 + 10 * math.log10(np.mean(z**2))
+
+
+def want_db(x: np.ndarray, target: float = -16.0, max_gain: float = 12.0, lock_frames: int = 100) -> float:
+    """The gain the normalizer should choose from exactly the audio ``x`` (whole 10 ms frames).
+
+    A plain re-statement of the module docstring: K-weighted frames, 100 ms blocks from the onset,
+    absolute gate -70 LUFS, relative gate -10 dB below the mean of the blocks so far, and the lock.
+    """
+    z = sosfilt(k_weighting_sos(SR), x.astype(np.float64))
+    ms = (z[: len(z) // F * F].reshape(-1, F) ** 2).mean(axis=1)
+    peaks = np.abs(x[: len(x) // F * F]).reshape(-1, F).max(axis=1)
+    absolute = 10 ** ((-70 + 0.691) / 10)
+    onset = int(np.argmax(ms > absolute))
+    seen: list[float] = []
+    est = None
+    j = len(ms) - 1
+    for j in range(onset, len(ms)):
+        block = ms[max(onset, j - B + 1) : j + 1].mean()
+        if block <= absolute:
+            continue
+        seen.append(block)
+        blocks = np.array(seen)
+        active = blocks[blocks > blocks.mean() * 0.1]
+        est = -0.691 + 10 * math.log10(active.mean())
+        if len(active) >= lock_frames:
+            break
+    assert est is not None
+    want = min(max(target - est, -max_gain), max_gain)
+    peak = peaks[: j + 1].max()  # the peak stops with the statistics
+    return min(want, max(0.0, 20 * math.log10(1.4 / peak)))
 
 
 @pytest.mark.parametrize("level_db", [-40.0, -30.0, -16.0, -8.0])
@@ -60,9 +95,9 @@ def test_steady_input_reaches_target_within_clamp(level_db: float) -> None:
     x = noise(2.0, level_db)
     y = stream(LoudnessNormalizer(), x, [4800])
     assert len(y) == len(x) and y.dtype == np.float32
-    expected = min(max(-16.0 - level_db, -12.0), 12.0)
+    expected = min(max(-16.0 - k_level_db(x), -12.0), 12.0)  # white noise: K-weighted about +2.9 dB
     g = gain_db(y, x)
-    np.testing.assert_allclose(g, expected, atol=0.05)
+    np.testing.assert_allclose(g, expected, atol=0.1)
 
 
 def test_chunking_does_not_change_output() -> None:
@@ -107,7 +142,7 @@ def test_all_silence_is_released_after_max_hold() -> None:
 
 @pytest.mark.parametrize("n", [0, 1, 100, 2400, 11_999])
 def test_short_inputs_come_out_at_flush(n: int) -> None:
-    x = noise(0.5, -30.0)[:n]
+    x = noise(0.5, -35.0)[:n]  # K-weighted about -32 LUFS: wants +16, clamped to +12
     stage = LoudnessNormalizer()
     assert stage.push(x).size == 0
     y = stage.flush()
@@ -117,21 +152,22 @@ def test_short_inputs_come_out_at_flush(n: int) -> None:
 
 
 def test_gain_locks_after_lock_s_of_active_audio() -> None:
-    quiet = noise(1.2, -28.0, 1)  # 1.2 s: more than lock_s = 1.0 of active audio
+    quiet = noise(1.2, -30.5, 1)  # 1.2 s: more than lock_s = 1.0 of active audio
     later = np.concatenate([noise(1.0, -8.0, 2), noise(1.0, -45.0, 3), noise(0.5, -28.0, 4)])
     x = np.concatenate([quiet, later])
     stage = LoudnessNormalizer()
     y = stream(stage, x, [4800])
     assert stage.locked
-    locked = want_db(x[:SR])  # statistics of the first 1.0 s of active audio
-    assert 11.9 < locked < 12.0
+    locked = want_db(x)  # statistics of the first 1.0 s of active audio
+    assert locked == want_db(x[:SR])
+    assert 11.0 < locked < 12.0
     np.testing.assert_allclose(gain_db(y[len(quiet) :], later), locked, atol=1e-4)
     assert stage.gain_db == pytest.approx(locked)
 
 
 def test_gain_moves_before_lock_at_most_at_the_slew_rate() -> None:
-    # estimate from 0.5 s at -40 dBFS (clamped +12 dB), then -20 dBFS wants +4 dB: the gain glides down
-    x = np.concatenate([noise(0.5, -40.0, 1), noise(2.5, -20.0, 2)])
+    # estimate from 0.5 s at -40 dBFS (clamped +12 dB), then -23 dBFS (-20 LUFS) wants +4 dB: it glides
+    x = np.concatenate([noise(0.5, -40.0, 1), noise(2.5, -23.0, 2)])
     stage = LoudnessNormalizer(max_slew_db_per_s=4.0)
     y = stream(stage, x, [2400])
     ends = np.arange(F - 1, len(x), F)  # last sample of each frame: the frame's end gain, exactly
@@ -141,8 +177,9 @@ def test_gain_moves_before_lock_at_most_at_the_slew_rate() -> None:
     steps = np.diff(frame_gain[unlimited]) / np.diff(ends[unlimited] // F)
     assert np.abs(steps).max() <= 4.0 * 0.01 + 1e-5
     assert frame_gain[100] < frame_gain[60] < 12.0  # it did move, downwards
-    # locked after 1 s of active audio: the target is the mean square of those frames
-    locked = want_db(x[:SR])
+    # locked after 1 s of active audio (the -40 dBFS blocks fall below the relative gate)
+    locked = want_db(x)
+    assert 3.0 < locked < 5.0
     assert frame_gain[-1] == pytest.approx(locked, abs=0.01)
 
 
@@ -155,6 +192,55 @@ def test_clamp_and_peak_cap() -> None:
     spiky[5000] = 0.7
     y = stream(LoudnessNormalizer(), spiky, [4800])
     np.testing.assert_allclose(gain_db(y, spiky), 20 * math.log10(1.4 / 0.7), atol=1e-4)
+
+
+def test_k_weighting_matches_bs1770_at_48k_and_reads_a_1khz_tone_as_its_rms() -> None:
+    sos = k_weighting_sos(48_000)
+    shelf = [1.53512485958697, -2.69169618940638, 1.19839281085285, 1.0, -1.69065929318241, 0.73248077421585]
+    highpass = [1.0, -2.0, 1.0, 1.0, -1.99004745483398, 0.99007225036621]
+    np.testing.assert_allclose(sos, [shelf, highpass], atol=1e-10)
+    tone = 10 ** (-24 / 20) * math.sqrt(2) * np.sin(2 * np.pi * 1000 * np.arange(2 * SR) / SR)
+    assert k_level_db(tone[SR:]) == pytest.approx(-24.0, abs=0.05)
+    y = stream(LoudnessNormalizer(), tone.astype(np.float32), [4800])  # target -16: +8 dB
+    np.testing.assert_allclose(gain_db(y, tone.astype(np.float32)), 8.0, atol=0.05)
+
+
+def test_k_weighting_weighs_treble_up() -> None:
+    # same RMS, different spectrum: a 4 kHz tone reads about 4 dB louder than a 500 Hz one
+    t = np.arange(2 * SR) / SR
+    low = (0.1 * np.sin(2 * np.pi * 500 * t)).astype(np.float32)
+    high = (0.1 * np.sin(2 * np.pi * 4000 * t)).astype(np.float32)
+    g_low = np.median(gain_db(stream(LoudnessNormalizer(), low, [4800]), low))
+    g_high = np.median(gain_db(stream(LoudnessNormalizer(), high, [4800]), high))
+    assert 3.0 < g_low - g_high < 5.0
+
+
+def test_estimate_does_not_depend_on_the_input_level() -> None:
+    # speech-like bursts with quiet gaps: a fixed -50 dBFS floor counted fewer frames at -20 dB
+    x = speechlike(3.0, 5, 0.3)
+    ref = None
+    for level in (-20.0, -10.0, 0.0, 6.0):
+        g = 10 ** (level / 20)
+        stage = LoudnessNormalizer(max_gain_db=40.0)
+        y = stream(stage, (x * g).astype(np.float32), [2400])
+        assert stage.gain_db is not None
+        total = stage.gain_db + level  # the same output level whatever the input level
+        ref = total if ref is None else ref
+        assert total == pytest.approx(ref, abs=1e-6)
+        assert np.abs(y).max() < 1.0
+
+
+def test_relative_gate_ignores_quiet_stretches() -> None:
+    # 0.5 s pauses of noise 30 dB below the speech do not pull the estimate down
+    speech = noise(0.5, -26.0, 1)
+    pause = noise(0.5, -56.0, 2)
+    x = np.concatenate([speech, pause, speech, pause, speech])
+    stage = LoudnessNormalizer()
+    stream(stage, x, [4800])
+    speech_only = -16.0 - k_level_db(speech)
+    ungated = -16.0 - k_level_db(x)  # about 2 dB more boost
+    assert stage.gain_db == pytest.approx(speech_only, abs=0.5)  # blocks across the edges count a bit
+    assert ungated - stage.gain_db > 1.5
 
 
 @pytest.mark.parametrize("level_db", [0.0, 20.0])
@@ -189,6 +275,8 @@ def test_soft_limit_curve() -> None:
         {"min_estimate_s": float("nan")},
         {"target_rms_db": float("inf")},
         {"sample_rate": 0},
+        {"relative_gate_db": 3.0},
+        {"block_s": -0.1},
     ],
 )
 def test_rejects_bad_settings(kwargs: dict[str, float]) -> None:
