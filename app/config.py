@@ -65,6 +65,26 @@ class Settings(BaseSettings):
         0.25, gt=0, le=5, description="How often a request waiting for audio checks for a client disconnect."
     )
 
+    # --- text normalization ---------------------------------------------------------------------
+    DEFAULT_NORMALIZER_MODE: Literal["rule", "spoken", "llm"] = Field(
+        "rule", description="Normalizer when a request names none: rule | spoken | llm."
+    )
+    DEFAULT_NORMALIZE_MALAYSIAN: bool = Field(
+        False, description="Malaysian entity normalization in rule mode when a request does not say."
+    )
+    OPENAI_BASE_URL: str = Field(
+        "", description="OpenAI-compatible base URL of the llm normalizer; empty = off."
+    )
+    OPENAI_API_KEY: str = Field("", description="Bearer token for the llm normalizer.")
+    OPENAI_MODEL_NAME: str = Field("", description="Chat model of the llm normalizer.")
+    OPENAI_TIMEOUT: float = Field(10.0, gt=0, le=120, description="Seconds for one llm normalizer call.")
+    LLM_NORMALIZER_SKIP_PLAIN: bool = Field(
+        True, description="Skip the llm call for text with nothing to normalize."
+    )
+    NORMALIZE_OFFLOAD_CHARS: int = Field(
+        2000, ge=0, description="Texts longer than this are normalized in a worker thread."
+    )
+
     # --- codec ---------------------------------------------------------------------------------
     CODEC_MODEL: str = Field(
         "neuphonic/neucodec", description="NeuCodec checkpoint: Hugging Face id or local directory."
@@ -155,6 +175,10 @@ class Settings(BaseSettings):
                 alias: voice if voice in self.SPEAKERS else self.DEFAULT_SPEAKER
                 for alias, voice in DEFAULT_VOICE_ALIASES.items()
             }
+        if bool(self.OPENAI_BASE_URL) != bool(self.OPENAI_MODEL_NAME):
+            raise ValueError(
+                "the llm normalizer needs both OPENAI_BASE_URL and OPENAI_MODEL_NAME (or neither)"
+            )
         unknown = {a: v for a, v in self.VOICE_ALIASES.items() if v not in self.SPEAKERS}
         if unknown:
             raise ValueError(f"VOICE_ALIASES point at voices not in SPEAKERS: {unknown}")

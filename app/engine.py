@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from app.audio.stitcher import StitchSchedule
 from app.config import Settings
 from app.lm.types import TokenSource
+from app.text.llm import LLMNormalizer
+from app.text.normalizer import TextNormalizer
 from app.voices import VoiceCatalog
 
 if TYPE_CHECKING:
@@ -40,6 +42,20 @@ def build_source(settings: Settings) -> TokenSource:
     return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
 
 
+def build_normalizer(settings: Settings) -> TextNormalizer:
+    """The text normalizer; its llm mode only when OPENAI_BASE_URL and OPENAI_MODEL_NAME are set."""
+    llm = None
+    if settings.OPENAI_BASE_URL and settings.OPENAI_MODEL_NAME:
+        llm = LLMNormalizer(
+            settings.OPENAI_BASE_URL,
+            settings.OPENAI_API_KEY,
+            settings.OPENAI_MODEL_NAME,
+            settings.OPENAI_TIMEOUT,
+            skip_plain=settings.LLM_NORMALIZER_SKIP_PLAIN,
+        )
+    return TextNormalizer(llm, offload_chars=settings.NORMALIZE_OFFLOAD_CHARS)
+
+
 @dataclass
 class Engine:
     """Long-lived state of one server process."""
@@ -47,11 +63,14 @@ class Engine:
     settings: Settings
     voices: VoiceCatalog
     source: TokenSource
+    normalizer: TextNormalizer
     codec: CodecWorker | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Engine:
-        return cls(settings, VoiceCatalog.from_settings(settings), build_source(settings))
+        return cls(
+            settings, VoiceCatalog.from_settings(settings), build_source(settings), build_normalizer(settings)
+        )
 
     async def start(self) -> None:
         """Load the decoder (off the event loop), start its worker and the LM source."""
@@ -66,12 +85,16 @@ class Engine:
         self.codec.start()
         log.info("starting LM source %s", self.source.name)
         await self.source.start()
+        if self.normalizer.llm is not None:
+            await self.normalizer.llm.start()
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
         await asyncio.to_thread(importlib.import_module, "scipy.signal")
 
     async def close(self) -> None:
-        """Stop the LM source and the codec worker; safe to call after a failed start."""
+        """Stop the LM source, the llm normalizer and the codec worker; safe after a failed start."""
         await self.source.close()
+        if self.normalizer.llm is not None:
+            await self.normalizer.llm.close()
         if self.codec is not None:
             await self.codec.close()
             self.codec = None

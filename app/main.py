@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import catalog, health, speech
+from app.api import catalog, health, normalize, speech
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
 from app.api.serving import SpeechService
@@ -48,6 +48,6 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     )
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
-    for module in (speech, catalog, health):
+    for module in (speech, normalize, catalog, health):
         app.include_router(module.router)
     return app

@@ -65,6 +65,9 @@ def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) 
         {"STREAM_CHUNK_GROWTH": 0.5},
         {"LM_BACKEND": "magic"},
         {"DEFAULT_TEMPERATURE": -1},
+        {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"},
+        {"OPENAI_MODEL_NAME": "gemma"},
+        {"DEFAULT_NORMALIZER_MODE": "magic"},
     ],
 )
 def test_invalid_settings_fail_at_startup(overrides: dict[str, object]) -> None:

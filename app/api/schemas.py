@@ -11,6 +11,21 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+NormalizerMode = Literal["rule", "spoken", "llm"]
+Language = Literal["auto", "en", "ms", "zh", "ta"]
+
+
+class TextOptions(BaseModel):
+    """How the input text is normalized before it reaches the LM (shared by every text endpoint)."""
+
+    mode: NormalizerMode | None = Field(
+        None, description="rule | spoken | llm; default DEFAULT_NORMALIZER_MODE."
+    )
+    normalize_malaysian: bool | None = Field(
+        None, description="Malaysian entities in rule mode; default DEFAULT_NORMALIZE_MALAYSIAN."
+    )
+    language: Language = Field("auto", description="Language of the text; auto detects it per sentence.")
+    prompt: str | None = Field(None, max_length=2000, description="Extra instructions for the llm mode.")
 
 
 class VoiceRef(BaseModel):
@@ -18,6 +33,20 @@ class VoiceRef(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     id: str = Field(min_length=1, max_length=128)
+
+
+class NormalizeRequest(TextOptions):
+    """Body of ``POST /v1/audio/normalize``."""
+
+    model_config = ConfigDict(extra="ignore")
+    input: str = Field(min_length=1, description="Text to normalize (at most MAX_INPUT_CHARS).")
+
+
+class NormalizeResponse(BaseModel):
+    """The normalized text and the mode that produced it."""
+
+    output: str
+    mode: NormalizerMode
 
 
 class SpeechRequest(BaseModel):
@@ -59,6 +88,19 @@ class SpeechRequest(BaseModel):
     stream_normalize: bool | None = Field(
         None, description="Loudness normalization; default STREAM_NORMALIZE."
     )
+    mode: NormalizerMode | None = TextOptions.model_fields["mode"]
+    normalize_malaysian: bool | None = TextOptions.model_fields["normalize_malaysian"]
+    language: Language = TextOptions.model_fields["language"]
+    prompt: str | None = TextOptions.model_fields["prompt"]
+
+    def text_options(self) -> TextOptions:
+        """The text-normalization fields of this request."""
+        return TextOptions(
+            mode=self.mode,
+            normalize_malaysian=self.normalize_malaysian,
+            language=self.language,
+            prompt=self.prompt,
+        )
 
     def voice_name(self) -> str | None:
         """The requested voice as a plain string (None = default)."""

@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.api.errors import ClientDisconnected
-from app.api.schemas import SpeechRequest
+from app.api.schemas import SpeechRequest, TextOptions
 from app.api.sse import sse_events
 from app.audio.post import PostChain, PostOptions
 from app.engine import Engine
@@ -27,6 +27,7 @@ from app.errors import APIError, BackendError, NotFound, Unavailable, Validation
 from app.lm.prompt import clean_text, tts_prompt
 from app.lm.types import GenerationParams
 from app.pipeline import UtteranceStats, synthesize
+from app.text.normalizer import NormalizeResult
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +43,48 @@ def accepts_model(name: str, served: str) -> bool:
     return name == served or name in MODEL_ALIASES or name.startswith("gpt-4o-mini-tts-")
 
 
+def check_input_length(text: str, limit: int) -> None:
+    """422 on ``input`` longer than ``limit`` characters."""
+    if len(text) > limit:
+        raise ValidationFailed(
+            f"input: at most {limit} characters are accepted, got {len(text)}", param="input"
+        )
+
+
+async def normalize_text(
+    engine: Engine, text: str, options: TextOptions, for_speech: bool
+) -> NormalizeResult:
+    """``text`` through the engine's normalizer with the request's options and the settings' defaults."""
+    s = engine.settings
+    return await engine.normalizer.normalize(
+        clean_text(text),
+        mode=options.mode or s.DEFAULT_NORMALIZER_MODE,
+        normalize_malaysian=(
+            options.normalize_malaysian
+            if options.normalize_malaysian is not None
+            else s.DEFAULT_NORMALIZE_MALAYSIAN
+        ),
+        language=options.language,
+        prompt=options.prompt,
+        for_speech=for_speech,
+    )
+
+
 class SpeechService:
     """Serves ``POST /v1/audio/speech`` for one Engine."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def generation_params(self, req: SpeechRequest) -> GenerationParams:
-        """Validate the request against the settings and build the LM call. Raises APIError."""
+    async def generation_params(self, req: SpeechRequest) -> GenerationParams:
+        """Validate the request, normalize its text and build the LM call. Raises APIError."""
         s = self.engine.settings
         if req.model is not None and not accepts_model(req.model, s.MODEL_NAME):
             raise NotFound(f"The model {req.model!r} does not exist.", param="model", code="model_not_found")
         voice = self.engine.voices.resolve(req.voice_name())
-        if len(req.input) > s.MAX_INPUT_CHARS:
-            raise ValidationFailed(
-                f"input: at most {s.MAX_INPUT_CHARS} characters are accepted, got {len(req.input)}",
-                param="input",
-            )
-        text = clean_text(req.input)
+        check_input_length(req.input, s.MAX_INPUT_CHARS)
+        normalized = await normalize_text(self.engine, req.input, req.text_options(), for_speech=True)
+        text = clean_text(normalized.output)
         if not text:
             raise ValidationFailed("input: no speakable text after cleaning", param="input")
         return GenerationParams(
@@ -92,7 +117,7 @@ class SpeechService:
 
     async def create(self, req: SpeechRequest, request: Request) -> Response:
         """Validate, build, then stream (or buffer) the audio."""
-        params = self.generation_params(req)
+        params = await self.generation_params(req)
         chain = PostChain(self.post_options(req))
         s = self.engine.settings
         codec = self.engine.codec

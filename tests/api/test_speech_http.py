@@ -248,6 +248,7 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
     paths = {(path, method) for path, ops in schema["paths"].items() for method in ops}
     assert paths == {
         ("/v1/audio/speech", "post"),
+        ("/v1/audio/normalize", "post"),
         ("/v1/models", "get"),
         ("/v1/audio/voices", "get"),
         ("/v1/audio/speaker", "get"),
@@ -259,6 +260,6 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
     assert fields == json.loads(
         '["model", "input", "voice", "instructions", "response_format", "speed", "stream_format", "stream",'
         ' "temperature", "repetition_penalty", "max_tokens", "top_p", "top_k", "seed", "playback_speed",'
-        ' "playback_overlap_speed", "stream_normalize"]'
+        ' "playback_overlap_speed", "stream_normalize", "mode", "normalize_malaysian", "language", "prompt"]'
     )
     assert schema["components"]["schemas"]["SpeechRequest"]["required"] == ["input"]

@@ -1,0 +1,67 @@
+"""Common abbreviations of Malaysian English and Malay text, expanded in the span's language.
+
+Titles and address words are expanded only where the next word makes the reading certain (a
+capitalised name, a number); Mandarin and Tamil text keeps Latin-script titles as written and only
+expands company suffixes. Keys are the written form without dots and spaces.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ABBREVIATION", "SENTENCE_FINAL", "expand"]
+
+# key -> (English, Malay, every other language or None to keep as written)
+_TABLE: dict[str, tuple[str, str, str | None]] = {
+    "SdnBhd": ("Sendirian Berhad", "Sendirian Berhad", "Sendirian Berhad"),
+    "Bhd": ("Berhad", "Berhad", "Berhad"),
+    "Dr": ("Doctor", "Doktor", None),
+    "Prof": ("Professor", "Profesor", None),
+    "Mr": ("Mister", "Mister", None),
+    "Mrs": ("Missus", "Missus", None),
+    "En": ("Encik", "Encik", None),
+    "Pn": ("Puan", "Puan", None),
+    "Tn": ("Tuan", "Tuan", None),
+    "Hj": ("Haji", "Haji", None),
+    "Hjh": ("Hajah", "Hajah", None),
+    "Jln": ("Jalan", "Jalan", None),
+    "Tmn": ("Taman", "Taman", None),
+    "Lrg": ("Lorong", "Lorong", None),
+    "Kg": ("Kampung", "Kampung", None),
+    "eg": ("for example", "contohnya", None),
+    "ie": ("that is", "iaitu", None),
+    "etc": ("et cetera", "dan lain-lain", None),
+    "vs": ("versus", "lawan", None),
+    "approx": ("approximately", "lebih kurang", None),
+    "dll": ("dan lain-lain", "dan lain-lain", None),
+    "dsb": ("dan sebagainya", "dan sebagainya", None),
+    "cth": ("contohnya", "contohnya", None),
+    "Ext": ("extension", "sambungan", None),
+    "pa": ("per annum", "setahun", None),
+}
+# abbreviations whose dot may also end the sentence: the dot is kept there
+SENTENCE_FINAL = frozenset({"etc", "dll", "dsb"})
+
+_NAME = r"(?=\s[A-Z])"
+ABBREVIATION = "|".join(
+    (
+        r"(?<![A-Za-z_.])Sdn\.?\s?Bhd\.?(?!\w)",
+        r"(?<![A-Za-z_.])Bhd\.?(?!\w)",
+        rf"(?<![A-Za-z_.])(?:Dr|Prof|Mr|Mrs|Hj)(?:\.|{_NAME})",
+        rf"(?<![A-Za-z_.])(?:En|Pn|Tn|Hjh)\.{_NAME}",
+        r"(?<![A-Za-z_.])(?:Jln|Lrg)\.?(?=\s[A-Z0-9])",
+        rf"(?<![A-Za-z_.])(?:Tmn|Kg)\.?{_NAME}",
+        r"(?<![A-Za-z_.])(?:e\.g|i\.e|etc|approx|cth|p\.a)\.",
+        r"(?<![A-Za-z_.])(?:dll|dsb)\.?(?!\w)",
+        r"(?<![A-Za-z_.])vs\.?(?=\s)",
+        r"(?<![A-Za-z_.])Ext\.?(?=\s?\d)",
+    )
+)
+
+
+def expand(written: str, language: str) -> str:
+    """The spoken form of one matched abbreviation in ``language`` (the written form if none)."""
+    english, malay, other = _TABLE[written.replace(".", "").replace(" ", "")]
+    if language == "en":
+        return english
+    if language == "ms":
+        return malay
+    return other or written

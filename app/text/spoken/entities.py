@@ -1,0 +1,388 @@
+"""Verbalizers: one handler per alternative of ``patterns.LETTER_ENTITY`` and ``OTHER_ENTITY``.
+
+A handler gets the match, the speaker of the span's language and the whole text (for context), and
+returns the spoken form and where the consumed text ends (a handler may take more than the match:
+the second half of a time range, the "-an" of a Malay decade). Handlers parse what was written; the
+speaker phrases it. Written by hand: Malaysian IC and phone conventions, and which context makes a
+number a year, a code or a date, belong to no library.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from fractions import Fraction
+
+from app.text.spoken import numbers_ta
+from app.text.spoken.abbreviations import SENTENCE_FINAL, expand
+from app.text.spoken.lang_ta import TAMIL_MEASURE_WORDS
+from app.text.spoken.lang_zh import MEASURE_WORDS
+from app.text.spoken.patterns import (
+    CURRENCIES,
+    DIGIT_CUES,
+    MONTHS,
+    PER_UNITS,
+    PHONE_CUES,
+    TIME,
+    UNITS,
+    YEAR_CUES,
+    ZH_PHONE_CUES,
+)
+from app.text.spoken.speaker import Speaker
+
+__all__ = ["HANDLERS"]
+
+Handler = Callable[[re.Match[str], Speaker, str], tuple[str, int]]
+
+_SCALES = {
+    "k": "k", "K": "k", "thousand": "k", "ribu": "k", "mil": "m", "million": "m", "mn": "m", "m": "m",
+    "M": "m", "juta": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
+    "மில்லியன்": "m", "பில்லியன்": "b",
+}  # fmt: skip
+_SYMBOLS = {
+    ".": "dot", "@": "at", "_": "underscore", "-": "dash", "+": "plus", "/": "slash", ":": "colon",
+    "?": "question mark", "=": "equals", "&": "and", "%": "percent", "#": "hash", "~": "tilde",
+}  # fmt: skip
+_DATE_CUES = frozenset((
+    "on", "by", "until", "till", "before", "after", "from", "date", "dated", "due", "tarikh", "pada",
+    "hingga", "sehingga", "sebelum", "selepas", "mulai", "bermula",
+))  # fmt: skip
+_ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
+_ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
+_RANGE_DASH = re.compile(r"\s?[-–]\s?")
+_AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
+_RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
+_WORDS = re.compile(r"[A-Za-z]+")
+_PERIOD_CODE = re.compile(r"Q[1-4]|H[12]|FY")
+_ALNUM_RUN = re.compile(r"[A-Za-z]+|\d+")
+_DIGIT_RUN = re.compile(r"\d+")
+_SCHEME = re.compile(r"^https?://")
+_TOWN = re.compile(r" [A-Z][a-z]")  # after a five-digit postcode: ", 50450 Kuala Lumpur"
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+
+
+def _previous_words(text: str, start: int, count: int = 3) -> list[str]:
+    """The last ``count`` Latin words before ``start``."""
+    return _WORDS.findall(text, max(0, start - 32), start)[-count:]
+
+
+def _dot_kept(written: str, text: str, end: int) -> str:
+    """A "." when the final dot of a consumed "p.m." or "etc." also ended the sentence, else nothing."""
+    if written.endswith(".") and (
+        end == len(text) or (text[end].isspace() and text[end + 1 : end + 2].isupper())
+    ):
+        return "."
+    return ""
+
+
+def _counted(sp: Speaker, value: str, text: str, start: int, end: int) -> str:
+    """A number before a measure word takes its counting form: Mandarin 两 (not after 第), Tamil ஒரு."""
+    if sp.code == "zh" and text.startswith(MEASURE_WORDS, end) and not text.startswith("第", start - 1):
+        return sp.quantity(value)
+    if sp.code == "ta" and text.startswith(TAMIL_MEASURE_WORDS, end + 1) and text[end : end + 1] == " ":
+        return sp.quantity(value)
+    return sp.number(value)
+
+
+def _spell(sp: Speaker, run: str) -> str:
+    """Letters of a code: short runs letter by letter ("M H"), words as written; Mandarin keeps them."""
+    if sp.code == "zh" or len(run) > 3:
+        return run
+    return " ".join(run.upper())
+
+
+def _code_parts(sp: Speaker, written: str) -> str:
+    """MH370 -> "M H three seven zero", A12 -> "A twelve", COVID-19 -> "COVID nineteen", A1B2 one by one."""
+    runs = [r for r in _RUN.findall(written) if r.isalnum()]
+    simple = len(runs) == 2
+    parts = []
+    for run in runs:
+        if not run.isdigit():
+            parts.append(_spell(sp, run))
+        elif simple and len(run) <= 2 and run[0] != "0":
+            parts.append(sp.cardinal(int(run)))
+        else:
+            parts.append(sp.digits(run))
+    return sp.join(parts)
+
+
+def _symbols(sp: Speaker, written: str) -> str:
+    """An email or URL: letters as written, digits one by one, symbols as English words."""
+    parts = []
+    for run in _RUN.findall(written):
+        if run.isdigit():
+            parts.append(sp.digits(run))
+        elif run.isalpha():
+            parts.append("w w w" if run.lower() == "www" else run)
+        elif run in _SYMBOLS:
+            parts.append(_SYMBOLS[run])
+    return " ".join(parts)
+
+
+def _fallback(sp: Speaker, written: str) -> str:
+    """Digits of a match that did not parse (an impossible date), read as plain numbers."""
+    return _DIGIT_RUN.sub(lambda d: f" {sp.cardinal(int(d.group()))} ", written).strip().replace("  ", " ")
+
+
+def _email(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return _symbols(sp, m.group()), m.end()
+
+
+def _url(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    written = _SCHEME.sub("", m.group()).rstrip("/")
+    return _symbols(sp, written), m.end()
+
+
+def _abbr(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    written = m.group()
+    spoken = expand(written, sp.code)
+    if spoken != written and written.endswith("."):
+        if written.rstrip(".").replace(".", "") in SENTENCE_FINAL:
+            spoken += _dot_kept(written, text, m.end())
+        elif m.end() == len(text):
+            spoken += "."
+    return spoken, m.end()
+
+
+def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    currency = CURRENCIES[m["cur"]]
+    scale = _SCALES[m["scale"]] if m["scale"] else None
+    spoken = sp.money(m["amt"], currency, scale)
+    if m["amt2"]:
+        scale2 = _SCALES[m["scale2"]] if m["scale2"] else None
+        high = sp.money(m["amt2"], currency, scale2)
+        if "." in m["amt"] or scale != scale2:
+            low = spoken
+        else:
+            low = sp.scaled(m["amt"], scale)[0] if scale else sp.number(m["amt"])
+        spoken = sp.range(low, high)
+    if m["per"]:
+        spoken = sp.per(spoken, PER_UNITS[m["per"]])
+    return spoken, m.end()
+
+
+def _hash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    parts = []
+    for run in _ALNUM_RUN.findall(m["hv"]):
+        if not run.isdigit():
+            parts.append(_spell(sp, run))
+        elif run[0] == "0" or len(run) >= 4:
+            parts.append(sp.digits(run))
+        else:
+            parts.append(sp.cardinal(int(run)))
+    spoken = sp.number_template.format(n=sp.join(parts))
+    if m["hno"] and m["hno"][0] == "N" and sp.code in ("en", "ms"):
+        spoken = spoken[0].upper() + spoken[1:]
+    return spoken, m.end()
+
+
+def _ke(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return sp.ordinal(int(m["kn"])), m.end()
+
+
+def _mdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    day, year = int(m["fd"]), int(m["fy"]) if m["fy"] else None
+    if not 1 <= day <= 31:
+        return _fallback(sp, m.group()), m.end()
+    return sp.month_first_date(day, MONTHS[m["fm"]], year) + _dot_kept(m.group(), text, m.end()), m.end()
+
+
+def _code(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return _code_parts(sp, m.group()), m.end()
+
+
+def _ic(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return sp.digits(m.group().replace("-", "")), m.end()
+
+
+def _phone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    written = m.group()
+    spoken = sp.digits("".join(c for c in written if c.isdigit()))
+    return (sp.join([sp.plus_word, spoken]) if written[0] == "+" else spoken), m.end()
+
+
+def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    if m["d1"]:
+        day, month, year = int(m["d1"]), int(m["m1"]), int(m["y1"])
+        if len(m["y1"]) == 2:
+            year += 2000 if year < 50 else 1900
+    else:
+        day, month, year = int(m["id"]), int(m["im"]), int(m["iy"])
+    if not (1 <= day <= 31 and 1 <= month <= 12):
+        return _fallback(sp, m.group()), m.end()
+    return sp.date(day, month, year), m.end()
+
+
+def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    day = int(m["nd"])
+    if not 1 <= day <= 31:
+        return _fallback(sp, m.group()), m.end()
+    spoken = sp.date(day, MONTHS[m["nm"]], int(m["ny"]) if m["ny"] else None)
+    return spoken + _dot_kept(m.group(), text, m.end()), m.end()
+
+
+def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
+    """(hour, minute, "am" | "pm" | None) of a ``patterns.TIME`` match."""
+    for hour, minute, period in (
+        ("th", "tmin", "tap"),
+        ("dh", "dmin", "dap"),
+        ("ph", "pmin", ""),
+        ("hh", "", "hap"),
+    ):
+        if m[hour]:
+            value, minutes = int(m[hour]), int(m[minute]) if minute else 0
+            if value > 12 or value == 0:  # 24-hour clock, said on the 12-hour clock: 14:30 -> 2:30 pm
+                return (value - 12 if value > 12 else 12), minutes, "pm" if 12 < value < 24 else "am"
+            marker = m[period] if period else None
+            return value, minutes, (marker[0].lower() + "m") if marker else None
+    raise AssertionError("unreachable: TIME matched without an hour")
+
+
+def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    spoken, end = sp.time(*_clock(m)), m.end()
+    dash = _RANGE_DASH.match(text, end)
+    second = TIME.match(text, dash.end()) if dash else None
+    if second:
+        spoken, end = sp.range(spoken, sp.time(*_clock(second))), second.end()
+    return spoken + _dot_kept(text[m.start() : end], text, end), end
+
+
+def _percent(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    spoken = sp.number(m["pv"])
+    if m["pv2"]:
+        spoken = sp.range(spoken, sp.number(m["pv2"]))
+    return sp.percent(spoken), m.end()
+
+
+def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    value = m["uv2"] or m["uv"]
+    spoken = sp.quantity(m["uv"]) if not m["uv"].startswith("-") else sp.number(m["uv"])
+    if m["uv2"]:
+        spoken = sp.range(sp.number(m["uv"]), sp.quantity(m["uv2"]))
+    return sp.unit(spoken, value.replace(",", ""), UNITS[m["uk"]]), m.end()
+
+
+def _dims(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """30 x 20 x 10 cm -> "thirty by twenty by ten centimetres"."""
+    values = [v for v in (m["xa"], m["xb"], m["xc"]) if v]
+    spoken = [sp.number(v) for v in values]
+    if m["xu"]:
+        spoken[-1] = sp.unit(sp.quantity(values[-1]), values[-1].replace(",", ""), UNITS[m["xu"]])
+    return sp.join(
+        [spoken[0], *(f"{sp.by_word} {s}" if sp.code != "zh" else sp.by_word + s for s in spoken[1:])]
+    ), m.end()
+
+
+def _ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return sp.ordinal(int(m["on"])), m.end()
+
+
+def _ta_ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    suffix = "ஆவது" if m["ts"].endswith("வது") else "ஆம்"
+    return numbers_ta.ordinal(int(m["tn"]), suffix), m.end()
+
+
+def _decade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    written = m["dec"]
+    value = int(written)
+    if sp.code == "zh":
+        return (sp.digits(written) if len(written) == 4 else sp.cardinal(value)) + "年代", m.end()
+    if sp.code == "en":
+        spoken = sp.year(value) if len(written) == 4 else sp.cardinal(value)
+        return (spoken[:-1] + "ies" if spoken.endswith("y") else spoken + "s"), m.end()
+    return sp.cardinal(value) + ("an" if sp.code == "ms" else "கள்"), m.end()
+
+
+def _kilo(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return sp.scaled(m["kv"], "k")[0], m.end()
+
+
+def _times(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return sp.times_template.format(n=sp.quantity(m["xv"])), m.end()
+
+
+def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    a, b = int(m["sa"]), int(m["sb"])
+    if (a, b) == (24, 7):
+        return sp.join([sp.cardinal(24), sp.cardinal(7)]), m.end()
+    previous = _previous_words(text, m.start(), 1)
+    cue = (previous and previous[0].lower() in _DATE_CUES) or text[
+        max(0, m.start() - 2) : m.start()
+    ].endswith(_ZH_DATE_CUES)
+    if 1 <= a <= 31 and 1 <= b <= 12 and (cue or a > b):
+        return sp.date(a, b, None), m.end()
+    if b == 0:
+        return _fallback(sp, m.group()), m.end()
+    return sp.fraction(a, b), m.end()
+
+
+def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    am_pm = _AMPM_AFTER.match(text, m.end())
+    low, high = m["ra"], m["rb"]
+    if am_pm and low.isdigit() and high.isdigit() and 1 <= int(low) <= 12 and 1 <= int(high) <= 12:
+        period = am_pm.group(1).lower() + "m"
+        end = am_pm.end()
+        spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
+        return spoken + _dot_kept(text[m.start() : end], text, end), end
+    counted = _counted(sp, high, text, m.start(), m.end())
+    return sp.range(_counted(sp, low, text, m.start(), m.end()), counted), m.end()
+
+
+def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    value, start, end = m["nv"], m.start(), m.end()
+    if m["neg"]:
+        return sp.number("-" + value), end
+    if value.count(".") > 1:
+        return sp.dotted(value.split(".")), end
+    if not value.isdigit():
+        return sp.number(value), end
+    if (value[0] == "0" and len(value) > 1) or len(value) >= 7:
+        return sp.digits(value), end
+    previous = _previous_words(text, start)
+    if sp.code == "en" and len(value) == 4 and 1000 <= int(value) <= 2099 and _year_context(text, start):
+        return sp.year(int(value)), end
+    if len(value) >= 3 and (
+        any(w.lower() in PHONE_CUES for w in previous[-2:])
+        or any(c in text[max(0, start - 4) : start] for c in ZH_PHONE_CUES)
+    ):
+        return sp.digits(value), end
+    if len(value) >= 4 and any(w.lower() in DIGIT_CUES for w in _previous_words(text, start, 5)):
+        return sp.digits(value), end
+    if len(value) == 5 and text.startswith(", ", start - 2) and _TOWN.match(text, end):
+        return sp.digits(value), end
+    if sp.code == "zh":
+        if len(value) == 4 and text.startswith("年", end):
+            return sp.year(int(value)), end
+        if len(value) >= 4 and any(cue in text[max(0, start - 6) : start] for cue in _ZH_DIGIT_CUES):
+            return sp.digits(value), end
+    if sp.code in ("zh", "ta"):
+        return _counted(sp, value, text, start, end), end
+    if sp.code == "ms" and text.startswith("-an", end):
+        return sp.cardinal(int(value)) + "an", end + 3
+    return sp.cardinal(int(value)), end
+
+
+def _year_context(text: str, start: int) -> bool:
+    """A year cue ("in", "since", a month name) or a quarter ("Q3", "H1", "FY") just before ``start``."""
+    token = text[max(0, start - 16) : start].split()[-1:]
+    word = token[0].strip(",.;:()") if token else ""
+    return word.lower() in YEAR_CUES or word in MONTHS or bool(_PERIOD_CODE.fullmatch(word))
+
+
+def _vulgar(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    value = Fraction(unicodedata.numeric(m.group())).limit_denominator(10)
+    return sp.fraction(value.numerator, value.denominator), m.end()
+
+
+def _sup(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return sp.cardinal(int(m.group().translate(_SUPERSCRIPTS))), m.end()
+
+
+HANDLERS: dict[str, Handler] = {
+    "email": _email, "url": _url, "abbr": _abbr, "money": _money, "hash": _hash, "ke": _ke, "mdate": _mdate,
+    "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
+    "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
+    "kilo": _kilo, "times": _times, "slash": _slash, "range": _range, "code2": _code, "number": _number,
+    "vulgar": _vulgar, "sup": _sup,
+}  # fmt: skip

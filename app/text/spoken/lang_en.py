@@ -1,0 +1,99 @@
+"""English phrasing: "one thousand two hundred fifty ringgit fifty sen", "three p m",
+"the twelfth of September twenty twenty six". British unit spellings (kilometre, litre), as written in
+Malaysia; units and currencies take the plural for every value but exactly 1.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from app.text.spoken import numbers_en
+from app.text.spoken.speaker import Speaker
+
+__all__ = ["English"]
+
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+    "November", "December",
+)  # fmt: skip
+_FRACTIONS = {2: ("half", "halves"), 4: ("quarter", "quarters")}
+
+
+def _plural(one: str, many: str | None = None) -> tuple[str, str]:
+    return "{n} " + one, "{n} " + (many or one + "s")
+
+
+class English(Speaker):
+    code = "en"
+    numbers = numbers_en
+    minus_word = "minus"
+    to_word = "to"
+    percent_template = "{n} percent"
+    point_word = "point"
+    plus_word = "plus"
+    number_template = "number {n}"
+    times_template = "{n} times"
+    by_word = "by"
+    scale_words: ClassVar[dict[str, str]] = {"m": "million", "b": "billion"}
+    units: ClassVar[dict[str, tuple[str, str]]] = {
+        "km": _plural("kilometre"), "m": _plural("metre"), "cm": _plural("centimetre"),
+        "mm": _plural("millimetre"), "kg": _plural("kilogram"), "g": _plural("gram"),
+        "mg": _plural("milligram"), "l": _plural("litre"), "ml": _plural("millilitre"),
+        "gb": _plural("gigabyte"), "mb": _plural("megabyte"), "tb": _plural("terabyte"),
+        "kb": _plural("kilobyte"), "mbps": _plural("megabit per second", "megabits per second"),
+        "kmh": _plural("kilometre per hour", "kilometres per hour"),
+        "c": _plural("degree Celsius", "degrees Celsius"),
+        "f": _plural("degree Fahrenheit", "degrees Fahrenheit"),
+        "kwh": _plural("kilowatt hour"), "min": _plural("minute"), "hr": _plural("hour"),
+        "sec": _plural("second"), "sqft": _plural("square foot", "square feet"),
+        "m2": _plural("square metre"), "km2": _plural("square kilometre"),
+    }  # fmt: skip
+    per_units: ClassVar[dict[str, str]] = {
+        "kg": "{n} per kilogram", "g": "{n} per gram", "km": "{n} per kilometre", "l": "{n} per litre",
+        "hr": "{n} per hour", "month": "{n} per month", "day": "{n} per day", "year": "{n} per year",
+        "night": "{n} per night", "person": "{n} per person",
+    }  # fmt: skip
+    currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {
+        "rm": ("ringgit", "ringgit", "sen", "sen"),
+        "dollar": ("dollar", "dollars", "cent", "cents"),
+        "usd": ("US dollar", "US dollars", "cent", "cents"),
+        "sgd": ("Singapore dollar", "Singapore dollars", "cent", "cents"),
+        "aud": ("Australian dollar", "Australian dollars", "cent", "cents"),
+        "eur": ("euro", "euros", "cent", "cents"),
+        "gbp": ("pound", "pounds", "penny", "pence"),
+        "jpy": ("yen", "yen", "", ""),
+    }
+
+    def year(self, n: int) -> str:
+        return numbers_en.year(n)
+
+    def time(self, hour: int, minute: int, period: str | None) -> str:
+        """For example "three p m", "nine oh five a m", "ten o'clock"."""
+        words = [self.cardinal(hour)]
+        if minute:
+            words.append(f"oh {numbers_en.DIGITS[minute]}" if minute < 10 else self.cardinal(minute))
+        if period:
+            words.append("a m" if period == "am" else "p m")
+        elif not minute:
+            words.append("o'clock")
+        return " ".join(words)
+
+    def date(self, day: int, month: int, year: int | None) -> str:
+        """For example "the twelfth of September twenty twenty six"."""
+        spoken = f"the {self.ordinal(day)} of {_MONTHS[month - 1]}"
+        return f"{spoken} {self.year(year)}" if year else spoken
+
+    def month_first_date(self, day: int, month: int, year: int | None) -> str:
+        """For example "September twelfth, twenty twenty six"."""
+        spoken = f"{_MONTHS[month - 1]} {self.ordinal(day)}"
+        return f"{spoken}, {self.year(year)}" if year else spoken
+
+    def fraction(self, numerator: int, denominator: int) -> str:
+        """For example "one half", "three quarters", "two thirds", "five over sixteen"."""
+        if denominator > 10 or denominator < 2:
+            return f"{self.cardinal(numerator)} over {self.cardinal(denominator)}"
+        one, many = _FRACTIONS.get(denominator) or (
+            self.ordinal(denominator),
+            self.ordinal(denominator) + "s",
+        )
+        return f"{self.cardinal(numerator)} {one if numerator == 1 else many}"

@@ -1,0 +1,100 @@
+"""Tamil phrasing: "ஆயிரத்து இருநூற்று ஐம்பது ரிங்கிட் ஐம்பது சென்", "மதியம் மூன்று மணி",
+"பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்து ஆறு", "பதினைந்து சதவீதம்".
+
+Dates follow the written Tamil order day, month, year, with English month names in Tamil script.
+Explicit million/billion stay words (மில்லியன், பில்லியன்), as Malaysian Tamil writes them. Times of
+day: காலை (a.m.), நள்ளிரவு (12 a.m.), மதியம் (12-3 p.m.), மாலை (4-6 p.m.), இரவு (7-11 p.m.).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from app.text.spoken import numbers_ta
+from app.text.spoken.speaker import Speaker
+
+__all__ = ["TAMIL_MEASURE_WORDS", "Tamil"]
+
+# a number before one of these nouns is counted: ஒன்று becomes ஒரு ("இருபத்து ஒரு வயது")
+TAMIL_MEASURE_WORDS = (
+    "நாள்", "நாட்க", "வயது", "மணி", "முறை", "பேர", "வார", "மாத", "ஆண்டு", "வருட", "நிமிட", "வினாடி",
+    "கிலோ", "லிட்டர்", "இலக்க", "தேர்வு", "வாடிக்கையாளர்", "பொருள்", "இருக்கை", "அறை", "டிக்கெட்",
+)  # fmt: skip
+
+_MONTHS = (
+    "ஜனவரி", "பிப்ரவரி", "மார்ச்", "ஏப்ரல்", "மே", "ஜூன்", "ஜூலை", "ஆகஸ்ட்", "செப்டம்பர்", "அக்டோபர்",
+    "நவம்பர்", "டிசம்பர்",
+)  # fmt: skip
+_FRACTIONS = {(1, 2): "அரை", (1, 4): "கால்", (3, 4): "முக்கால்"}
+
+
+def _same(template: str) -> tuple[str, str]:
+    return template, template
+
+
+class Tamil(Speaker):
+    code = "ta"
+    numbers = numbers_ta
+    minus_word = "மைனஸ்"
+    to_word = "முதல்"
+    percent_template = "{n} சதவீதம்"
+    point_word = "புள்ளி"
+    plus_word = "பிளஸ்"
+    number_template = "எண் {n}"
+    times_template = "{n} மடங்கு"
+    by_word = "பெருக்கல்"
+    scale_words: ClassVar[dict[str, str]] = {"m": "மில்லியன்", "b": "பில்லியன்"}
+    units: ClassVar[dict[str, tuple[str, str]]] = {
+        "km": _same("{n} கிலோமீட்டர்"), "m": _same("{n} மீட்டர்"), "cm": _same("{n} சென்டிமீட்டர்"),
+        "mm": _same("{n} மில்லிமீட்டர்"), "kg": _same("{n} கிலோகிராம்"), "g": _same("{n} கிராம்"),
+        "mg": _same("{n} மில்லிகிராம்"), "l": _same("{n} லிட்டர்"), "ml": _same("{n} மில்லிலிட்டர்"),
+        "gb": _same("{n} ஜிபி"), "mb": _same("{n} எம்பி"), "tb": _same("{n} டிபி"), "kb": _same("{n} கேபி"),
+        "mbps": _same("{n} எம்பிபிஎஸ்"), "kmh": _same("மணிக்கு {n} கிலோமீட்டர்"),
+        "c": _same("{n} டிகிரி செல்சியஸ்"), "f": _same("{n} டிகிரி ஃபாரன்ஹீட்"), "kwh": _same("{n} கிலோவாட் மணி"),
+        "min": _same("{n} நிமிடம்"), "hr": _same("{n} மணி நேரம்"), "sec": _same("{n} வினாடி"),
+        "sqft": _same("{n} சதுர அடி"), "m2": _same("{n} சதுர மீட்டர்"), "km2": _same("{n} சதுர கிலோமீட்டர்"),
+    }  # fmt: skip
+    per_units: ClassVar[dict[str, str]] = {
+        "kg": "ஒரு கிலோகிராமுக்கு {n}", "g": "ஒரு கிராமுக்கு {n}", "km": "ஒரு கிலோமீட்டருக்கு {n}",
+        "l": "ஒரு லிட்டருக்கு {n}", "hr": "மணிக்கு {n}", "month": "மாதத்திற்கு {n}", "day": "ஒரு நாளைக்கு {n}",
+        "year": "ஆண்டுக்கு {n}", "night": "ஓர் இரவுக்கு {n}", "person": "ஒருவருக்கு {n}",
+    }  # fmt: skip
+    currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {
+        "rm": ("ரிங்கிட்", "ரிங்கிட்", "சென்", "சென்"),
+        "dollar": ("டாலர்", "டாலர்", "சென்ட்", "சென்ட்"),
+        "usd": ("அமெரிக்க டாலர்", "அமெரிக்க டாலர்", "சென்ட்", "சென்ட்"),
+        "sgd": ("சிங்கப்பூர் டாலர்", "சிங்கப்பூர் டாலர்", "சென்ட்", "சென்ட்"),
+        "aud": ("ஆஸ்திரேலிய டாலர்", "ஆஸ்திரேலிய டாலர்", "சென்ட்", "சென்ட்"),
+        "eur": ("யூரோ", "யூரோ", "சென்ட்", "சென்ட்"),
+        "gbp": ("பவுண்ட்", "பவுண்ட்", "பென்ஸ்", "பென்ஸ்"),
+        "jpy": ("யென்", "யென்", "", ""),
+    }
+
+    def count(self, n: int) -> str:
+        """Before a noun, a final ஒன்று is ஒரு: "ஒரு ரிங்கிட்", "இருபத்து ஒரு நாட்கள்"."""
+        spoken = self.cardinal(n)
+        return spoken[: -len("ஒன்று")] + "ஒரு" if spoken.endswith(" ஒன்று") or spoken == "ஒன்று" else spoken
+
+    def time(self, hour: int, minute: int, period: str | None) -> str:
+        """For example "மதியம் மூன்று மணி", "காலை பத்து மணி முப்பது நிமிடம்"."""
+        prefix = ""
+        if period == "am":
+            prefix = "நள்ளிரவு" if hour == 12 else "காலை"
+        elif period == "pm":
+            prefix = "மதியம்" if hour == 12 or hour <= 3 else "மாலை" if hour <= 6 else "இரவு"
+        words = [prefix, self.count(hour), "மணி"]
+        if minute:
+            words += [self.count(minute), "நிமிடம்"]
+        return self.join(words)
+
+    def date(self, day: int, month: int, year: int | None) -> str:
+        """For example "பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்து ஆறு"."""
+        return self.join([self.cardinal(day), _MONTHS[month - 1], self.cardinal(year) if year else ""])
+
+    def fraction(self, numerator: int, denominator: int) -> str:
+        """For example "அரை", "கால்", "முக்கால்", otherwise "மூன்றில் இரண்டு" (two of three)."""
+        known = _FRACTIONS.get((numerator, denominator))
+        if known:
+            return known
+        head, _, last = self.cardinal(denominator).rpartition(" ")
+        return self.join([head, numbers_ta.attach(last, "ில்"), self.cardinal(numerator)])

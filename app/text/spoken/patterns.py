@@ -1,0 +1,209 @@
+r"""The regular expressions of the spoken normalizer, compiled once at import (no I/O).
+
+``LETTER_ENTITY`` and ``OTHER_ENTITY`` are alternations of named groups, tried at a candidate
+position (``core``), where the earlier alternative wins (an email before a code, a date before a
+range, a time before a plain number). The outer group of each alternative names its handler in
+``entities.py``. ``\w`` and ``\d`` are ASCII-only (``re.ASCII``): a number glued to Chinese or Tamil
+text ("电话012...", "5க்கு") is still a whole token; other digits are made ASCII before matching.
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.text.spoken.abbreviations import ABBREVIATION
+
+__all__ = [
+    "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "LETTER_ENTITY", "MONTHS",
+    "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PREFIX_WORDS", "TIME", "UNICODE_DIGIT",
+    "UNITS", "URL_HINT", "YEAR_CUES", "ZH_PHONE_CUES",
+]  # fmt: skip
+
+# surface -> key ----------------------------------------------------------------------------------
+CURRENCIES = {
+    "RM": "rm", "MYR": "rm", "USD": "usd", "US$": "usd", "SGD": "sgd", "S$": "sgd", "AUD": "aud",
+    "A$": "aud", "EUR": "eur", "€": "eur", "GBP": "gbp", "£": "gbp", "JPY": "jpy", "¥": "jpy", "$": "dollar",
+}  # fmt: skip
+UNITS = {
+    "km/h": "kmh", "km/j": "kmh", "kmj": "kmh", "kmh": "kmh", "kph": "kmh", "km²": "km2", "m²": "m2",
+    "sq ft": "sqft", "sqft": "sqft", "kWh": "kwh", "Mbps": "mbps", "km": "km", "kg": "kg", "mg": "mg",
+    "cm": "cm", "mm": "mm", "ml": "ml", "mL": "ml", "m": "m", "g": "g", "l": "l", "L": "l", "GB": "gb",
+    "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "mins": "min",
+    "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
+}  # fmt: skip
+PER_UNITS = {
+    "kg": "kg", "g": "g", "km": "km", "l": "l", "L": "l", "litre": "l", "liter": "l", "h": "hr", "hr": "hr",
+    "hour": "hr", "jam": "hr", "month": "month", "mth": "month", "mo": "month", "bulan": "month",
+    "bln": "month", "day": "day", "hari": "day", "year": "year", "yr": "year", "tahun": "year",
+    "thn": "year", "night": "night", "malam": "night", "pax": "person", "person": "person",
+    "orang": "person", "org": "person", "月": "month", "天": "day", "晚": "night", "人": "person",
+    "公斤": "kg", "小时": "hr", "年": "year", "மாதம்": "month", "நாள்": "day",
+}  # fmt: skip
+MONTHS = {
+    "January": 1, "February": 2, "March": 3, "April": 4, "May": 5, "June": 6, "July": 7, "August": 8,
+    "September": 9, "October": 10, "November": 11, "December": 12, "Januari": 1, "Februari": 2, "Mac": 3,
+    "Mei": 5, "Jun": 6, "Julai": 7, "Ogos": 8, "Oktober": 10, "Disember": 12, "Jan": 1, "Feb": 2,
+    "Mar": 3, "Apr": 4, "Jul": 7, "Aug": 8, "Ogo": 8, "Sep": 9, "Sept": 9, "Oct": 10, "Okt": 10,
+    "Nov": 11, "Dec": 12, "Dis": 12,
+}  # fmt: skip
+# month names spelled in only one of Malay and English
+_MALAY_ONLY = ("Januari", "Februari", "Mac", "Mei", "Julai", "Ogos", "Oktober", "Disember", "Okt", "Dis",
+               "Ogo")  # fmt: skip
+_ENGLISH_ONLY = ("January", "February", "March", "May", "July", "August", "October", "December", "Mar", "Aug",
+                 "Oct", "Dec")  # fmt: skip
+MONTH_LANGUAGE = {**dict.fromkeys(_MALAY_ONLY, "ms"), **dict.fromkeys(_ENGLISH_ONLY, "en")}
+# a number of three or more digits after one of these words is a phone number, read digit by digit
+PHONE_CUES = frozenset(("dial", "call", "hotline", "hubungi", "dail", "telefon", "talian"))
+ZH_PHONE_CUES = ("拨打", "致电", "热线", "电话")
+# a number of four or more digits after one of these words is read digit by digit
+DIGIT_CUES = frozenset(
+    """
+account acc akaun order pesanan tracking ref reference rujukan ticket tiket case kes booking tempahan invoice
+invois policy polisi otp tac pin code kod passport pasport ic mykad serial siri member ahli card kad
+transaction transaksi resit receipt id postcode poskod nombor number no
+""".split()  # noqa: SIM905
+)
+# a year (1000-2099) after one of these words is read as a year in English
+YEAR_CUES = frozenset(
+    "in since year by until till from before after of circa around during class".split()  # noqa: SIM905
+)
+
+
+def _alternation(surfaces: object) -> str:
+    return "|".join(re.escape(s) for s in sorted(surfaces, key=len, reverse=True))  # type: ignore[arg-type]
+
+
+_NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+_AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
+_SCALE = (
+    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்)(?![A-Za-z])"
+)
+_CUR = _alternation(CURRENCIES)
+_MONTH = _alternation(MONTHS)
+_PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
+_DASH = r"\s?[-–]\s?"
+_URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
+_URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
+
+_TIME_FORMS = (
+    rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
+    rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b))",
+    r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d.])",
+    rf"(?P<hh>1[0-2]|0?[1-9])\s?(?P<hap>{_AMPM})",
+)
+TIME = re.compile("(?<![\\w.:])(?:" + "|".join(_TIME_FORMS) + ")", re.ASCII)
+
+_ALTERNATIVES = (
+    (
+        "email",
+        r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?!\w)",
+    ),
+    (
+        "url",
+        rf"(?<![\w@./])(?:https?://{_URL_BODY}*{_URL_END}|(?:www\.)?[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+        r"(?:\.[A-Za-z0-9-]+)*\.(?:com|net|org|gov|edu|my|io|asia|info|biz|co|sg|ai|app)(?:\.[a-z]{2})?"
+        rf"(?![\w-])(?:/{_URL_BODY}*{_URL_END})?)",
+    ),
+    ("abbr", ABBREVIATION),
+    (
+        "money",
+        rf"(?<![A-Za-z])(?P<cur>{_CUR})\s?(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
+        rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
+    ),
+    ("hash", r"(?:(?<![\w.])(?P<hno>No\.?|no\.)\s?|#\s?)(?P<hv>\d+[A-Za-z]?(?:[-/]\d+[A-Za-z]?)*)(?![\w])"),
+    ("ke", r"(?<![\w-])(?:[Kk]e)-(?P<kn>\d+)(?![\w])"),
+    (
+        "mdate",
+        rf"(?<![\w])(?P<fm>{_MONTH})\.?\s(?P<fd>[0-3]?\d)(?:st|nd|rd|th)?(?:,?\s(?P<fy>\d{{4}}))?(?![\w:])",
+    ),
+    ("code", r"(?<![\w@./#-])[A-Za-z]+-?\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
+    ("ic", r"(?<![\w-])(?:\d{6}-\d{2}-\d{4}|\d{12})(?![\w-])"),
+    (
+        "phone",
+        r"(?<![\w+])(?:(?:\+\s?)?(?:6[- ]?)?0[- ]?\d{1,2}(?:[- ]?\d){6,8}|1[- ]?[38]00(?:[- ]?\d){6}"
+        r"|\+\s?\d{1,3}(?:[- ]?\d){6,12})(?!\d)",
+    ),
+    (
+        "date",
+        r"(?<![\w/.-])(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
+        r"|(?P<iy>\d{4})-(?P<im>[01]\d)-(?P<id>[0-3]\d))(?![\w/-]|\.\d)",
+    ),
+    (
+        "ndate",
+        rf"(?<![\w.])(?P<nd>[0-3]?\d)(?:st|nd|rd|th)?[\s-](?P<nm>{_MONTH})\.?(?:[\s-](?P<ny>\d{{4}}))?(?![\w])",
+    ),
+    ("time", TIME.pattern),
+    (
+        "dims",
+        rf"(?<![\w.])(?P<xa>{_NUM})\s?[x×]\s?(?P<xb>{_NUM})(?:\s?[x×]\s?(?P<xc>{_NUM}))?"
+        rf"(?:\s?(?P<xu>{_alternation(UNITS)})(?![\w/²³]))?",
+    ),
+    ("percent", rf"(?<![\w.])(?P<pv>-?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?[%％]"),
+    (
+        "unit",
+        rf"(?<![\w.])(?P<uv>-?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³])",
+    ),
+    ("ordinal", r"(?<![\w.])(?P<on>\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
+    ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
+    ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
+    ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
+    ("times", r"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)x(?![\w])"),
+    ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
+    ("range", rf"(?<![\w.,/-])(?P<ra>{_NUM}){_DASH}(?P<rb>{_NUM})(?![\w/-]|[.,]\d)"),
+    ("code2", r"(?<![\w@./#-])\d+[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
+    ("number", r"(?P<neg>(?<![\w.-])-(?=\d))?(?P<nv>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)*)"),
+    ("vulgar", r"[¼½¾⅐-⅞]"),
+    ("sup", r"[¹²³⁰⁴-⁹]+"),
+)
+
+_LETTER_START = ("email", "url", "abbr", "money", "hash", "ke", "mdate", "code")
+_OTHER_START = tuple(name for name, _ in _ALTERNATIVES if name not in ("abbr", "ke", "mdate", "code"))
+
+
+def _compile(names: tuple[str, ...]) -> re.Pattern[str]:
+    patterns = dict(_ALTERNATIVES)
+    return re.compile("|".join(f"(?P<{name}>{patterns[name]})" for name in names), re.ASCII)
+
+
+# tried only at candidate positions (see ``core``): one for a start on an ASCII letter, one for the rest
+LETTER_ENTITY = _compile(_LETTER_START)
+OTHER_ENTITY = _compile(_OTHER_START)
+# where entities can be: digits, "@" and number symbols, or a web address ("www.", "://", ".com"); two
+# patterns, because one alternation of both is scanned several times slower
+DIGIT_ANCHOR = re.compile(r"[0-9]+|[@¼½¾⅐-⅞¹²³⁰⁴-⁹]")
+URL_HINT = re.compile(r"www\.|://|\.(?:com|net|org|gov|edu|my|io|asia|info|biz|co|sg|ai|app)")
+# where an abbreviation may start (``LETTER_ENTITY`` decides)
+ABBREVIATION_HINT = re.compile(
+    "|".join(
+        re.escape(h)
+        for h in (
+            "Sdn",
+            "Bhd",
+            "Dr",
+            "Prof",
+            "Mr",
+            "En.",
+            "Pn.",
+            "Tn.",
+            "Hj",
+            "Jln",
+            "Lrg",
+            "Tmn",
+            "Kg",
+            "e.g.",
+            "i.e.",
+            "etc.",
+            "approx.",
+            "cth.",
+            "dll",
+            "dsb",
+            "vs",
+            "Ext",
+            "p.a.",
+        )
+    )
+)
+# a word right before a number (one space) that may start its entity: "RM 500", "No. 12", "September 12"
+PREFIX_WORDS = frozenset([*CURRENCIES, *MONTHS, "No", "no", "#"])
+# non-ASCII decimal digits (full-width, Tamil, Arabic-Indic...) and circled or subscript numbers
+UNICODE_DIGIT = re.compile(r"[^\D0-9]|[①-⑳⑴-⒇⒈-⒛❶-❿➀-➓₀-₉௰-௲]")

@@ -1,0 +1,133 @@
+"""``Speaker``: how one language says numbers, money, units, times, dates and fractions.
+
+The entity handlers (``entities.py``) parse what was written; a speaker only phrases parsed values.
+The base class holds the phrasing that English, Malay and Tamil share (words separated by spaces,
+templates with ``{n}`` for the number); each language module overrides what differs.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from types import ModuleType
+from typing import ClassVar
+
+__all__ = ["SCALE_VALUES", "Speaker"]
+
+SCALE_VALUES = {"k": 1000, "m": 10**6, "b": 10**9}
+_LONGEST = 15  # digits of the longest whole number read as a quantity
+
+
+class Speaker:
+    """Phrasing for one language. Values arrive as written digits ("1,250.50"), already validated."""
+
+    code = ""
+    numbers: ModuleType
+    minus_word = ""
+    to_word = ""  # range connector: "three to five"
+    percent_template = "{n}"
+    point_word = ""  # between the parts of a dotted number that is not a decimal (17.4.1)
+    plus_word = ""
+    number_template = "{n}"  # "#12" -> "number twelve"
+    times_template = "{n}"  # "2x" -> "two times"
+    by_word = ""  # dimensions: "30 x 20" -> "thirty by twenty"
+    scale_words: ClassVar[dict[str, str]] = {}  # "m" -> "million": scales said as words, not multiplied out
+    units: ClassVar[dict[str, tuple[str, str]]] = {}  # key -> (template for 1, template for other values)
+    per_units: ClassVar[dict[str, str]] = {}  # key -> "{n} per kilogram"
+    # key -> (major unit for 1, for other amounts, minor unit for 1, for other amounts)
+    currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {}
+
+    def cardinal(self, n: int) -> str:
+        return self.numbers.cardinal(n) if abs(n) < 10**_LONGEST else self.digits(str(abs(n)))
+
+    def ordinal(self, n: int) -> str:
+        return self.numbers.ordinal(n)
+
+    def digits(self, text: str) -> str:
+        return self.numbers.digits(text)
+
+    def number(self, text: str) -> str:
+        """A written quantity such as "1,250", "-3.5" or "0.75", in words."""
+        if text.startswith("-"):
+            return self.join([self.minus_word, self.number(text[1:])])
+        whole, _, fraction = text.replace(",", "").partition(".")
+        if len(whole) > _LONGEST:  # no one says such a number: digit by digit
+            return self.join([self.digits(whole), self.point_word if fraction else "", self.digits(fraction)])
+        return self.numbers.decimal(text)
+
+    def year(self, n: int) -> str:
+        return self.cardinal(n)
+
+    def dotted(self, parts: list[str]) -> str:
+        """A version or other number with several dots: "17.4.1"."""
+        spoken: list[str] = []
+        for part in parts:
+            if spoken:
+                spoken.append(self.point_word)
+            spoken.append(self.digits(part) if part[0] == "0" and len(part) > 1 else self.cardinal(int(part)))
+        return self.join(spoken)
+
+    def join(self, parts: list[str]) -> str:
+        return " ".join(p for p in parts if p)
+
+    def range(self, low: str, high: str) -> str:
+        return self.join([low, self.to_word, high])
+
+    def percent(self, spoken: str) -> str:
+        return self.percent_template.format(n=spoken)
+
+    def is_one(self, value: str) -> bool:
+        return value == "1"
+
+    def unit(self, spoken: str, value: str, unit: str) -> str:
+        """``spoken`` is the value already read, ``value`` the last written value (for the plural)."""
+        one, many = self.units[unit]
+        return (one if self.is_one(value) else many).format(n=spoken)
+
+    def per(self, spoken: str, per: str) -> str:
+        return self.per_units[per].format(n=spoken)
+
+    def scaled(self, amount: str, scale: str) -> tuple[str, str]:
+        """(spoken, written value) of an amount with a scale ("2.5", "m"): a scale word or multiplied out."""
+        if scale in self.scale_words:
+            return self.join([self.number(amount), self.scale_words[scale]]), amount
+        value = Decimal(amount.replace(",", "")) * SCALE_VALUES[scale]
+        text = format(value.normalize(), "f") if value != value.to_integral() else str(int(value))
+        return self.number(text), text
+
+    def money(self, amount: str, currency: str, scale: str | None = None) -> str:
+        """Money: "1,250.50" + "rm" is ringgit and sen; with a scale ("2.5", "m") the amount is one number."""
+        major1, major_n, minor1, minor_n = self.currencies[currency]
+        if scale:
+            spoken, value = self.scaled(amount, scale)
+            return self.join([spoken, major1 if self.is_one(value) else major_n])
+        whole, _, fraction = amount.replace(",", "").partition(".")
+        if len(fraction) > 2 or (fraction and not minor1):
+            return self.join([self.number(amount), major_n])
+        units, cents = int(whole or "0"), int(fraction.ljust(2, "0") or "0")
+        major = self.join([self.count(units), major1 if units == 1 else major_n])
+        if not cents:
+            return major
+        minor = self.join([self.count(cents), minor1 if cents == 1 else minor_n])
+        return minor if units == 0 else self.join([major, minor])
+
+    def count(self, n: int) -> str:
+        """A whole number before a currency, unit or measure word (Mandarin says 两, not 二)."""
+        return self.cardinal(n)
+
+    def quantity(self, text: str) -> str:
+        """A written quantity before a unit or measure word: ``number``, or ``count`` when whole."""
+        return self.count(int(text)) if text.isdigit() else self.number(text)
+
+    def time(self, hour: int, minute: int, period: str | None) -> str:
+        """``period`` is "am", "pm" or None (no marker: "9:30")."""
+        raise NotImplementedError
+
+    def date(self, day: int, month: int, year: int | None) -> str:
+        raise NotImplementedError
+
+    def month_first_date(self, day: int, month: int, year: int | None) -> str:
+        """A date written month first ("September 12, 2026"); only English keeps that order."""
+        return self.date(day, month, year)
+
+    def fraction(self, numerator: int, denominator: int) -> str:
+        raise NotImplementedError

@@ -1,0 +1,397 @@
+"""How closely the ``spoken`` normalizer agrees with our hand-written corpus, and how fast it is.
+
+    python -m bench.normalizer_agreement [--out NAME.json] [--reps 50] [--llm]
+
+For every sentence of ``bench/normalizer_corpus.py`` it runs ``normalize_spoken(text)`` (language
+"auto") and reports, per language and per entity type: exact agreement with the expected spoken form
+(byte for byte), loose agreement (after case-folding and dropping punctuation, hyphens and extra
+spaces), the digit-free rate, idempotence, and that plain sentences come back byte-identical. Speed
+is the time of one call per sentence (best of 7 batches of ``--reps`` calls, taken in rounds over the
+corpus; garbage collector off),
+summarised as p50/p95 over the corpus, with a pure-Python reference loop to put the machine's speed
+in context. ``--llm`` also scores the ``llm`` mode when ``OPENAI_BASE_URL`` and ``OPENAI_MODEL_NAME``
+are set (loose agreement is the fair number there). Prints a table and writes ``bench/NORMALIZER.md``;
+``--out`` also writes the JSON to ``bench/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import timeit
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from app.text.spoken import detect_language, normalize_spoken
+from bench.normalizer_corpus import CORPUS, ENTITY_TYPES, LANGUAGES, Case
+
+HERE = Path(__file__).resolve().parent
+RESULTS_DIR = HERE / "results"
+REPORT = HERE / "NORMALIZER.md"
+TARGETS = {"en": 0.90, "ms": 0.90, "zh": 0.90, "ta": 0.80, "cs": 0.80}
+_SPACES = re.compile(r"\s+")
+HEADER = """\
+# Spoken normalizer: agreement with our corpus
+
+Written by `python -m bench.normalizer_agreement` (the sections up to "Results" are text in that
+script; the rest is measured on every run).
+
+## Method
+
+- **Corpus** (`bench/normalizer_corpus.py`): call-centre sentences (balances, payments, appointments,
+  IC and phone confirmations, addresses, prices, dates, percentages, units, emails, URLs, order ids) in
+  English, Malay, Mandarin, Tamil and Malay/English code-switching, each with its spoken form written by
+  hand (never produced by running the normalizer) and the entity types it exercises. Plain sentences
+  (no entity) must come back byte-identical.
+- **Two batches.** The first batch (408 sentences) was written together with the conventions below,
+  so its agreement mostly measures how consistently the normalizer follows them. The second batch (68
+  harder sentences) was written once the normalizer existed, without running it, and scored once
+  before any change: **58/68 exact (85.3%)**: en 14/18, ms 14/14, zh 13/14, ta 11/12, cs 6/10. Its ten
+  misses led to general fixes (not per-sentence patches), listed below; the tables count both batches
+  as they score now. Treat about 85% as the honest estimate for text nobody tuned on.
+- **No expected answer was changed to match the output.** One Tamil sentence was dropped while the
+  corpus was being written (its written form glued a time to a case suffix after a space, which no one
+  writes). Disagreements that remain are listed at the end, with the reason when the expected reading
+  is itself debatable.
+- **Agreement**: exact = byte-identical; loose = after case-folding and dropping punctuation, hyphens
+  and extra spaces. **Digit-free**: no Unicode decimal digit or other numeric character (Nd, No) left.
+- **Speed**: one call per sentence, best of 7 batches taken in rounds over the corpus (a burst of
+  load on a shared machine then costs a few sentences one batch, not one sentence all its batches),
+  garbage collector off. The reference system's spoken mode took about 25-45 µs per sentence.
+- The reference system measured its spoken mode against its own LLM's outputs (67% Tamil, 59%
+  code-switch); that truth is different from ours, so the numbers are not directly comparable.
+
+## Conventions (deliberate choices)
+
+- **All languages**: IC, phone, account, OTP, PIN and reference numbers (a leading 0, 7 or more digits,
+  or 4 or more digits after a word such as "account", "OTP", "order", "akaun", "验证码") are read digit
+  by digit, without pauses for dashes or spaces. A 24-hour time from 13:00 (and 0:xx) is said on the
+  12-hour clock with its part of day ("14:45" is "two forty five p m", "dua empat puluh lima petang",
+  "下午两点四十五分"). Email and web addresses keep their letters and read symbols in English (dot, at,
+  slash, dash, underscore; "www" is "w w w"; the scheme is dropped), digits in the sentence language.
+  Codes: letter runs of up to three letters are spelled ("M H", "O R D"), longer ones kept (COVID); one
+  letter run and one or two digits is a number ("A12" "A twelve"), otherwise digits one by one.
+  A numeric d/m/y date is day first; d/m without a year is a date after a date word ("on", "pada",
+  "before", 在...) or when the first number is larger, otherwise a fraction. Numbers longer than 15
+  digits are read digit by digit.
+- **English**: no "and", commas or hyphens in numbers ("one thousand two hundred fifty", "twenty
+  one"); British unit spellings (kilometre, litre); plural for every value but exactly 1; money
+  "ringgit"/"sen" never plural; dates "the twelfth of September twenty twenty six"; years after
+  "in/since/by/from..." (or a month, or Q1-Q4) as years ("nineteen ninety eight", "two thousand five"),
+  otherwise as numbers; "3pm" "three p m", "9:05" "nine oh five", "10:00" "ten o'clock"; "percent".
+- **Malay**: zero "kosong"; se- for ten, a hundred and a thousand ("sepuluh", "seratus", "seribu") but
+  "satu juta"; "perpuluhan" for the decimal point; "ke-" ordinals with "pertama" for 1; dates "dua
+  belas September dua ribu dua puluh enam" (years as numbers); times "tiga petang" with pagi (a.m.),
+  tengah hari (12 and 1 p.m.), petang (2-6 p.m.), malam (7-11 p.m.), tengah malam (12 a.m.); per-units
+  with se- ("sekilogram", "sebulan", "kilometer sejam"); "setengah", "suku", "tiga suku", else "dua per
+  tiga"; "hingga" for ranges; "negatif" for minus.
+- **Mandarin**: 万/亿 grouping with 零; 十 not 一十 at the start; 两 for a leading 2 before 百/千/万/亿
+  and for a bare 2 before a measure word (两点, 两个, 两公斤, 两令吉), 二 after 第; scales multiplied out
+  (RM2.5 million 两百五十万令吉); dates 二零二六年九月十二日 (years digit by digit); times 上午/中午/下午
+  /晚上/午夜 + 点/分; 百分之; units before the number where Mandarin puts them (摄氏三十度, 每小时六十公里,
+  每公斤五令吉); GB/MB kept as letters; Latin titles (Dr.) kept as written.
+- **Tamil** (number words written by hand): Indian grouping (ஆயிரம், லட்சம், கோடி) with joining forms as
+  separate words ("ஆயிரத்து இருநூற்று ஐம்பது"); thousands merge with their multiplier (இரண்டாயிரம்,
+  மூவாயிரம், ஐயாயிரம், பதினோராயிரம்); a final ஒன்று is ஒரு before a currency, unit or counted noun
+  ("இருபத்து ஒரு வயது"); zero பூஜ்ஜியம்; decimals after புள்ளி; explicit million/billion stay words
+  (மில்லியன்); dates in written order "பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்து ஆறு"; times காலை /
+  மதியம் (12-3 p.m.) / மாலை (4-6) / இரவு (7-11) + "மணி" + "நிமிடம்"; "முதல்" for ranges; case suffixes
+  glued to digits are joined with sandhi (5க்கு ஐந்துக்கு, 2020இல் இரண்டாயிரத்து இருபதில், RM200க்கு
+  இருநூறு ரிங்கிட்டுக்கு); Latin titles kept as written.
+- **Code-switching** (Malay/English): each number takes the language of its neighbours: up to four
+  words each side, weight 1/distance; the word it hangs on (just before it) counts twice, and so does
+  the noun after a bare number ("3 kali"); a month spelled one way ("Mei", "May") votes 2; a comma
+  halves, a sentence end stops; the sentence's majority adds 0.5. "I", "you" and particles (lah, ya,
+  je) vote for neither. An explicit `language` turns this off: every entity is read in that language.
+- **Language per sentence**: script decides Tamil and Mandarin (Tamil wins a tie), marker words decide
+  Malay against English (a tie is English); a text with several sentences decides each one.
+
+## Fixes made after the second batch's first run
+
+A year after a quarter code ("Q3 2025"); dimensions ("30 x 20 x 10 cm": by, darab, 乘, பெருக்கல்);
+short numbers after phone words read digit by digit ("Dial 999", "拨打999"); "p.a."; Tamil sandhi for
+a suffix glued to a word that ends in a consonant (ரிங்கிட்டுக்கு); the counted-noun rule and the month
+vote in code-switching; three missing marker words (asal, kali, usually).
+
+## Known limits
+
+- Code-switch readings are a heuristic; some sentences have no single right answer ("kat Gate 5":
+  lima or five?).
+- Not handled: Roman numerals, arithmetic, sports scores ("3-1" is read as a range), vehicle plates,
+  negative money, a number glued to a vulgar fraction ("2½"), Tamil sandhi beyond the common suffixes.
+- Malay and English share no marker word, but loanwords used in both (promo, unit, data) are neutral
+  on purpose; a sentence of loanwords only is read as English.
+
+"""
+
+
+def has_digit(text: str) -> bool:
+    """Any decimal digit or other numeric character (Unicode Nd or No) left in ``text``."""
+    return any(unicodedata.category(c) in ("Nd", "No") for c in text)
+
+
+def loose(text: str) -> str:
+    """Case-folded, punctuation and hyphens dropped, whitespace collapsed."""
+    kept = "".join(
+        " " if c == "-" else c for c in text.casefold() if not unicodedata.category(c).startswith("P")
+    )
+    return _SPACES.sub(" ", kept).strip()
+
+
+def time_calls(function: Callable[[str], str], texts: list[str], reps: int, rounds: int = 7) -> list[float]:
+    """Microseconds per call for each text: the best of ``rounds`` batches of ``reps`` calls.
+
+    The rounds go over the whole corpus in turn, so that a burst of load on a shared machine costs one
+    batch of a few sentences, not all batches of one. timeit turns the garbage collector off.
+    """
+    best = [float("inf")] * len(texts)
+    for _ in range(rounds):
+        for index, text in enumerate(texts):
+            seconds = timeit.Timer(lambda text=text: function(text)).timeit(number=reps)
+            best[index] = min(best[index], seconds / reps * 1e6)
+    return best
+
+
+def reference_loop_us() -> float:
+    """A fixed pure-Python workload (sum(range(1000))) in µs, to compare machines."""
+    return min(timeit.Timer("sum(range(1000))").repeat(repeat=5, number=2000)) / 2000 * 1e6
+
+
+def _rate(hits: int, total: int) -> float:
+    return hits / total if total else 0.0
+
+
+def score(outputs: list[str], cases: list[Case]) -> dict[str, object]:
+    """Agreement and invariants of ``outputs`` against ``cases``, overall, per language and per entity."""
+    rows = []
+    for case, out in zip(cases, outputs, strict=True):
+        rows.append(
+            {
+                "case": case,
+                "out": out,
+                "exact": out == case.expected,
+                "loose": loose(out) == loose(case.expected),
+                "digit_free": not has_digit(out),
+            }
+        )
+
+    def summary(selected: list[dict[str, object]]) -> dict[str, float | int]:
+        return {
+            "n": len(selected),
+            "exact": _rate(sum(bool(r["exact"]) for r in selected), len(selected)),
+            "loose": _rate(sum(bool(r["loose"]) for r in selected), len(selected)),
+            "digit_free": _rate(sum(bool(r["digit_free"]) for r in selected), len(selected)),
+        }
+
+    by_language = {lang: summary([r for r in rows if r["case"].language == lang]) for lang in LANGUAGES}  # type: ignore[attr-defined]
+    by_entity = {kind: summary([r for r in rows if kind in r["case"].entities]) for kind in ENTITY_TYPES}  # type: ignore[attr-defined]
+    disagreements = [
+        {
+            "language": r["case"].language,
+            "text": r["case"].text,
+            "expected": r["case"].expected,
+            "got": r["out"],
+        }  # type: ignore[attr-defined]
+        for r in rows
+        if not r["exact"]
+    ]
+    return {
+        "all": summary(rows),
+        "by_language": by_language,
+        "by_entity": by_entity,
+        "disagreements": disagreements,
+    }
+
+
+def run_spoken(reps: int) -> dict[str, object]:
+    """Scores, invariants, language detection and speed of ``normalize_spoken`` on the corpus."""
+    outputs = [normalize_spoken(case.text) for case in CORPUS]
+    result = score(outputs, CORPUS)
+    plain = [c for c in CORPUS if "plain" in c.entities]
+    result["plain_unchanged"] = _rate(sum(normalize_spoken(c.text) == c.text for c in plain), len(plain))
+    result["idempotent"] = _rate(sum(normalize_spoken(out) == out for out in outputs), len(outputs))
+    detected = defaultdict(list)
+    for case in CORPUS:
+        if case.language != "cs":
+            detected[case.language].append(detect_language(case.text) == case.language)
+    result["detection"] = {lang: _rate(sum(hits), len(hits)) for lang, hits in detected.items()}
+    times = time_calls(normalize_spoken, [case.text for case in CORPUS], reps)
+    ordered = sorted(times)
+    result["speed_us"] = {
+        "p50": statistics.median(times),
+        "p95": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+        "mean": statistics.fmean(times),
+        "max": ordered[-1],
+        "reference_loop_us": reference_loop_us(),
+    }
+    return result
+
+
+def run_llm() -> dict[str, object] | None:
+    """Scores of the ``llm`` mode, or None when no model is configured in the environment."""
+    base_url, model = os.environ.get("OPENAI_BASE_URL", ""), os.environ.get("OPENAI_MODEL_NAME", "")
+    if not (base_url and model):
+        return None
+    from app.text.llm import LLMNormalizer  # only when asked: it needs a reachable model
+
+    async def all_outputs() -> list[str]:
+        client = LLMNormalizer(
+            base_url,
+            os.environ.get("OPENAI_API_KEY", ""),
+            model,
+            float(os.environ.get("OPENAI_TIMEOUT", "30")),
+        )
+        await client.start()
+        try:
+            return [await client.normalize(case.text) for case in CORPUS]
+        finally:
+            await client.close()
+
+    return score(asyncio.run(all_outputs()), CORPUS)
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def table(result: dict[str, object]) -> str:
+    """The per-language table (Markdown)."""
+    by_language: dict[str, dict[str, float]] = result["by_language"]  # type: ignore[assignment]
+    lines = [
+        "| Language | Sentences | Exact | Loose | Digit-free | Target (exact) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for lang in LANGUAGES:
+        row = by_language[lang]
+        met = "met" if row["exact"] >= TARGETS[lang] else "MISSED"
+        rates = " | ".join(_pct(row[key]) for key in ("exact", "loose", "digit_free"))
+        lines.append(f"| {lang} | {row['n']} | {rates} | {_pct(TARGETS[lang])} {met} |")
+    total: dict[str, float] = result["all"]  # type: ignore[assignment]
+    rates = " | ".join(_pct(total[key]) for key in ("exact", "loose", "digit_free"))
+    lines.append(f"| **all** | {total['n']} | {rates} | |")
+    return "\n".join(lines)
+
+
+def entity_table(result: dict[str, object]) -> str:
+    """Exact agreement per entity type (Markdown)."""
+    by_entity: dict[str, dict[str, float]] = result["by_entity"]  # type: ignore[assignment]
+    lines = ["| Entity | Sentences | Exact | Loose |", "|---|---|---|---|"]
+    for kind in ENTITY_TYPES:
+        row = by_entity[kind]
+        if row["n"]:
+            lines.append(f"| {kind} | {row['n']} | {_pct(row['exact'])} | {_pct(row['loose'])} |")
+    return "\n".join(lines)
+
+
+def coverage_matrix() -> str:
+    """How many corpus sentences exercise each entity type in each language (Markdown)."""
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for case in CORPUS:
+        for kind in case.entities:
+            counts[kind, case.language] += 1
+    lines = ["| Entity | " + " | ".join(LANGUAGES) + " |", "|---|" + "---|" * len(LANGUAGES)]
+    for kind in ENTITY_TYPES:
+        lines.append(f"| {kind} | " + " | ".join(str(counts[kind, lang] or "-") for lang in LANGUAGES) + " |")
+    return "\n".join(lines)
+
+
+# why a listed disagreement is not simply a bug: the expected reading itself is debatable
+DEBATABLE = {
+    "Saya tunggu kat Gate 5, flight boarding pukul 7:15.": (
+        "an English label in a Malay sentence: many speakers would say 'Gate five', which is what the "
+        "neighbour rule picks from 'Gate'; kept as written rather than changed to match"
+    ),
+}
+
+
+def disagreement_list(result: dict[str, object]) -> str:
+    found: list[dict[str, str]] = result["disagreements"]  # type: ignore[assignment]
+    if not found:
+        return "None: every sentence agrees exactly."
+    lines = []
+    for d in found:
+        lines.append(f"- [{d['language']}] `{d['text']}`\n  - expected: {d['expected']}\n  - got: {d['got']}")
+        if d["text"] in DEBATABLE:
+            lines.append(f"  - note: {DEBATABLE[d['text']]}")
+    return "\n".join(lines)
+
+
+def report(spoken: dict[str, object], llm: dict[str, object] | None, header: str) -> str:
+    """The whole ``bench/NORMALIZER.md``: the hand-written ``header`` and the measured numbers."""
+    speed: dict[str, float] = spoken["speed_us"]  # type: ignore[assignment]
+    detection: dict[str, float] = spoken["detection"]  # type: ignore[assignment]
+    parts = [
+        header.rstrip(),
+        "## Results (spoken mode, language auto)\n",
+        f"Measured with `python -m bench.normalizer_agreement` on {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.machine()}.\n",
+        table(spoken),
+        "",
+        f"Plain sentences unchanged: {_pct(spoken['plain_unchanged'])} (byte-identical). "  # type: ignore[arg-type]
+        f"Idempotent: {_pct(spoken['idempotent'])} of outputs. "  # type: ignore[arg-type]
+        "Language detection (sentences of one language): "
+        + ", ".join(f"{lang} {_pct(v)}" for lang, v in detection.items())
+        + ".\n",
+        "### Speed\n",
+        f"Per sentence: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs, mean {speed['mean']:.1f} µs, "
+        f"max {speed['max']:.1f} µs. Reference loop `sum(range(1000))`: "
+        f"{speed['reference_loop_us']:.1f} µs on this machine (a current desktop or server core takes "
+        "about 8-10 µs; scale the numbers above by that ratio to compare).\n",
+        "### Agreement per entity type\n",
+        entity_table(spoken),
+        "",
+        "### Coverage matrix (sentences per entity type and language)\n",
+        coverage_matrix(),
+        "",
+    ]
+    if llm is not None:
+        parts += ["## llm mode\n", table(llm), ""]
+    parts += ["## Disagreements\n", disagreement_list(spoken), ""]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", help="also write the JSON to bench/results/NAME")
+    parser.add_argument("--reps", type=int, default=30, help="calls per timing batch")
+    parser.add_argument("--llm", action="store_true", help="also score the llm mode when configured")
+    args = parser.parse_args(argv)
+    spoken = run_spoken(args.reps)
+    llm = run_llm() if args.llm else None
+    REPORT.write_text(report(spoken, llm, HEADER), encoding="utf-8")
+    print(table(spoken))
+    speed: dict[str, float] = spoken["speed_us"]  # type: ignore[assignment]
+    print(
+        f"\nspeed: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs per sentence "
+        f"(reference loop {speed['reference_loop_us']:.1f} µs)"
+    )
+    print(f"plain unchanged {_pct(spoken['plain_unchanged'])}, idempotent {_pct(spoken['idempotent'])}")  # type: ignore[arg-type]
+    print(f"{len(spoken['disagreements'])} disagreements, listed in {REPORT.relative_to(HERE.parent)}")  # type: ignore[arg-type]
+    if llm is not None:
+        print("\nllm mode:\n" + table(llm))
+    payload = {
+        "spoken": spoken,
+        "llm": llm,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
+    if args.out:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        (RESULTS_DIR / args.out).write_text(
+            json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""The contract of ``normalize_spoken`` over our corpus and random input: no digit left, plain text
+unchanged, idempotent, and the agreement targets of issue 4 held."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from app.text.spoken import normalize_spoken
+from bench.normalizer_corpus import CORPUS, LANGUAGES
+
+TARGETS = {"en": 0.90, "ms": 0.90, "zh": 0.90, "ta": 0.80, "cs": 0.80}
+
+
+def has_digit(text: str) -> bool:
+    return any(unicodedata.category(c) in ("Nd", "No") for c in text)
+
+
+def test_corpus_is_large_and_covers_every_language() -> None:
+    assert len(CORPUS) >= 400
+    for language in LANGUAGES:
+        assert sum(case.language == language for case in CORPUS) >= 60, language
+    for case in CORPUS:
+        assert not has_digit(case.expected), case.text
+
+
+def test_no_digit_is_left_in_the_corpus() -> None:
+    for case in CORPUS:
+        assert not has_digit(normalize_spoken(case.text)), case.text
+
+
+def test_plain_sentences_come_back_byte_identical() -> None:
+    plain = [case for case in CORPUS if "plain" in case.entities]
+    assert len(plain) >= 20
+    for case in plain:
+        assert normalize_spoken(case.text) == case.text
+
+
+def test_normalizing_twice_changes_nothing() -> None:
+    for case in CORPUS:
+        once = normalize_spoken(case.text)
+        assert normalize_spoken(once) == once, case.text
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_agreement_with_the_corpus_meets_the_target(language: str) -> None:
+    cases = [case for case in CORPUS if case.language == language]
+    agreeing = sum(normalize_spoken(case.text) == case.expected for case in cases)
+    assert agreeing / len(cases) >= TARGETS[language]
+
+
+@pytest.mark.parametrize(
+    ("text", "spoken"),
+    [
+        (
+            "Your total is RM1,250.50 and the meeting is at 3pm on 12/9/2026.",
+            "Your total is one thousand two hundred fifty ringgit fifty sen and the meeting is at three p m "
+            "on the twelfth of September twenty twenty six.",
+        ),
+        (
+            "baki saya tinggal RM1,250.50 dan IC saya 960314875079",
+            "baki saya tinggal seribu dua ratus lima puluh ringgit lima puluh sen dan IC saya sembilan enam "
+            "kosong tiga satu empat lapan tujuh lima kosong tujuh sembilan",
+        ),
+        ("价格是RM500", "价格是五百令吉"),
+    ],
+)
+def test_seed_examples(text: str, spoken: str) -> None:
+    assert normalize_spoken(text) == spoken
+
+
+def test_other_digits_are_read_too() -> None:
+    assert normalize_spoken("Pay １２３ now") == "Pay one hundred twenty three now"
+    assert normalize_spoken("எண் ௧௨") == "எண் பன்னிரண்டு"
+    assert normalize_spoken("Step ② of ٣") == "Step two of three"
+    assert normalize_spoken("10 m²") == "ten square metres"
+
+
+_PIECES = [
+    "RM", "$", "USD ", "€", "No. ", "#", "ke-", "Dr. ", "Sdn Bhd", "e.g.", "etc.", "@", ".", ",", "-", "/",
+    ":", "%", "°C", "km", "kg", "x", "k", "pm", "p.m.", " ", " ", "pukul ", "at ", "on ", "价格", "点", "年",
+    "第", "个", "உங்கள் ", "ஆம்", "க்கு", "www.", ".com", ".my", "http://", "abc", "MH", "Q", "Jan", "Mei",
+    "½", "²", "①", "１２", "0", "+60", "(", "，", "。", "saya ", "the ", "dan ", "IC ", "OTP ",
+]  # fmt: skip
+
+
+def test_random_input_never_fails_and_keeps_the_contract() -> None:
+    rng = random.Random(4)
+    for _ in range(3000):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            if rng.random() < 0.45:
+                parts.append(
+                    str(rng.choice([rng.randint(0, 99), rng.randint(0, 9999), rng.randint(0, 10**13)]))
+                )
+            else:
+                parts.append(rng.choice(_PIECES))
+        text = "".join(parts)
+        once = normalize_spoken(text)
+        assert not has_digit(once), text
+        assert normalize_spoken(once) == once, text
+
+
+def test_import_has_no_side_effects_and_pulls_in_no_library() -> None:
+    code = "import sys, app.text.spoken; print(sorted(m for m in ('num2words', 'cn2an') if m in sys.modules))"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert result.stdout.strip() == "[]"
