@@ -11,7 +11,7 @@ TORCH_INDEX ?=
 FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
-.PHONY: install serve demo test lint fixtures bench-codec bench-stitch clean
+.PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+# Debian packages the tests and benchmarks use: espeak-ng makes real speech (reference audio, quality bench)
+system-deps:
+	@command -v espeak-ng >/dev/null || { apt-get update -qq && apt-get install -y -qq espeak-ng >/dev/null; }
 
 ## serve: the server with the embedded default engine (real model ids, downloaded on first use)
 serve: install
@@ -35,7 +39,7 @@ demo: install fixtures
 	$(DEMO_ENV) $(PY) -m app
 
 ## test: lint + the whole suite (CPU, offline)
-test: install
+test: install system-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
@@ -44,10 +48,16 @@ lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 bench-codec: install
-	$(PY) -m bench.codec_bench --out bench/results/codec_cpu.json
+	$(PY) -m bench.codec_bench --out codec_cpu.json
 
 bench-stitch: install
-	$(PY) -m bench.stitch_bench --out bench/results/stitch_cpu.json
+	$(PY) -m bench.stitch_bench --out stitch_cpu.json
+
+bench-audio: install system-deps
+	$(PY) -m bench.audio_quality --out audio_quality_cpu.json
+
+bench-normalizer: install
+	$(PY) -m bench.normalizer_agreement --out normalizer_spoken_cpu.json
 
 clean:
 	rm -rf $(FIXTURES) .pytest_cache .ruff_cache
