@@ -91,6 +91,22 @@ class Settings(BaseSettings):
     )
     DEVICE: str = Field("", description="cpu, cuda, cuda:N, npu, npu:N; empty = cuda if present, else cpu.")
 
+    # --- voice conversion and registered voices ---------------------------------------------------
+    VC_ENABLED: bool = Field(
+        True,
+        description="Load the NeuCodec encoder (600M semantic model) for /v1/audio/vc and voice uploads.",
+    )
+    MAX_UPLOAD_BYTES: int = Field(
+        20 * 1024 * 1024, ge=1024, description="Largest accepted audio upload (413)."
+    )
+    MIN_REFERENCE_S: float = Field(1.0, ge=0.1, le=10, description="Shortest accepted reference audio.")
+    MAX_REFERENCE_S: float = Field(30.0, gt=0, le=120, description="Longest accepted reference audio.")
+    REFERENCE_CACHE_SIZE: int = Field(
+        256, ge=0, description="Encoded references kept (LRU, by audio content hash); 0 = no cache."
+    )
+    VOICES_DIR: str = Field("voices", description="Directory of registered voices (one JSON file each).")
+    MAX_REGISTERED_VOICES: int = Field(100, ge=0, description="Most voices that can be registered.")
+
     # --- voices and sampling defaults -------------------------------------------------------------
     DEFAULT_SPEAKER: str = Field("husein", description="Voice used when a request names none.")
     SPEAKERS: Annotated[list[str], NoDecode] = Field(
@@ -179,6 +195,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "the llm normalizer needs both OPENAI_BASE_URL and OPENAI_MODEL_NAME (or neither)"
             )
+        if self.MIN_REFERENCE_S >= self.MAX_REFERENCE_S:
+            raise ValueError("MIN_REFERENCE_S must be below MAX_REFERENCE_S")
         unknown = {a: v for a, v in self.VOICE_ALIASES.items() if v not in self.SPEAKERS}
         if unknown:
             raise ValueError(f"VOICE_ALIASES point at voices not in SPEAKERS: {unknown}")

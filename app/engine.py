@@ -1,4 +1,4 @@
-"""The Engine: owns the codec, its worker thread and the speech-token source for the app's lifetime.
+"""The Engine: owns the codec, its worker thread, the speech-token source and the voice stores.
 
 Built once in the lifespan of ``create_app`` (``start``) and closed at shutdown (``close``); routes
 reach it through ``request.app.state.engine``. Nothing here runs at import.
@@ -10,11 +10,16 @@ import asyncio
 import importlib
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.audio.io import ReferenceAudio
 from app.audio.stitcher import StitchSchedule
+from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
+from app.errors import InvalidRequest, Unavailable
 from app.lm.types import TokenSource
+from app.registry import VoiceRegistry
 from app.text.llm import LLMNormalizer
 from app.text.normalizer import TextNormalizer
 from app.voices import VoiceCatalog
@@ -64,25 +69,40 @@ class Engine:
     voices: VoiceCatalog
     source: TokenSource
     normalizer: TextNormalizer
+    registry: VoiceRegistry
+    references: ReferenceCache
     codec: CodecWorker | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Engine:
+        voices = VoiceCatalog.from_settings(settings)
+        registry = VoiceRegistry(Path(settings.VOICES_DIR), settings.MAX_REGISTERED_VOICES, voices.names())
         return cls(
-            settings, VoiceCatalog.from_settings(settings), build_source(settings), build_normalizer(settings)
+            settings,
+            voices,
+            build_source(settings),
+            build_normalizer(settings),
+            registry,
+            ReferenceCache(settings.REFERENCE_CACHE_SIZE),
         )
 
     async def start(self) -> None:
-        """Load the decoder (off the event loop), start its worker and the LM source."""
+        """Load the decoder (and the encoder when VC_ENABLED) off the event loop, start the codec
+        worker, the LM source and read the registered voices."""
         from app.codec.device import resolve_device
-        from app.codec.neucodec.loading import load_decoder
+        from app.codec.neucodec.loading import load_decoder, load_encoder
         from app.codec.worker import CodecWorker
 
         device = resolve_device(self.settings.DEVICE)
         log.info("loading codec %s on %s", self.settings.CODEC_MODEL, device)
         decoder = await asyncio.to_thread(load_decoder, self.settings.CODEC_MODEL, device)
-        self.codec = CodecWorker(decoder, device)
+        encoder = None
+        if self.settings.VC_ENABLED:
+            log.info("loading codec encoder %s on %s", self.settings.CODEC_MODEL, device)
+            encoder = await asyncio.to_thread(load_encoder, self.settings.CODEC_MODEL, device)
+        self.codec = CodecWorker(decoder, device, encoder=encoder)
         self.codec.start()
+        await self.registry.load()
         log.info("starting LM source %s", self.source.name)
         await self.source.start()
         if self.normalizer.llm is not None:
@@ -102,6 +122,21 @@ class Engine:
     async def ready(self) -> dict[str, bool]:
         """Readiness of each part: codec loaded, LM source able to start a generation."""
         return {"codec": self.codec is not None, "lm": await self.source.ready()}
+
+    def check_can_encode(self) -> None:
+        """Raise before any upload is decoded when this server cannot encode reference audio."""
+        if not self.settings.VC_ENABLED:
+            raise InvalidRequest(
+                "Voice conversion is disabled on this server (VC_ENABLED=false).", code="vc_disabled"
+            )
+        if self.codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+
+    async def reference_codes(self, reference: ReferenceAudio) -> list[int]:
+        """Speech codes of a decoded reference: from the cache, or encoded by the codec worker."""
+        self.check_can_encode()
+        assert self.codec is not None  # checked above
+        return await self.references.get_or_encode(reference.digest, reference.samples, self.codec.encode)
 
     def schedule(self, playback_speed: float, playback_overlap_speed: float) -> StitchSchedule:
         """The stitcher schedule for one request."""

@@ -80,3 +80,19 @@ class Unavailable(APIError):
     status = 503
     type = "server_error"
     code = "unavailable"
+
+
+class Conflict(APIError):
+    """409: the request clashes with the current state (a name that is already taken)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"
+
+
+class PayloadTooLarge(APIError):
+    """413: an upload is larger than the server accepts (MAX_UPLOAD_BYTES)."""
+
+    status = 413
+    type = "invalid_request_error"
+    code = "payload_too_large"

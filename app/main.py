@@ -13,10 +13,11 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import catalog, health, normalize, speech
+from app.api import catalog, health, normalize, speech, vc, voices
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
 from app.api.serving import SpeechService
+from app.api.uploads import install_upload_limit
 from app.config import Settings
 from app.engine import Engine
 
@@ -46,8 +47,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         description="OpenAI-compatible streaming text-to-speech: speech-token LM + NeuCodec.",
         lifespan=lifespan,
     )
+    install_upload_limit(app, settings.MAX_UPLOAD_BYTES)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
-    for module in (speech, normalize, catalog, health):
+    for module in (speech, vc, voices, normalize, catalog, health):
         app.include_router(module.router)
     return app

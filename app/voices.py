@@ -6,6 +6,7 @@ never reaches the prompt raw (it is interpolated into ``<|im_start|>{voice}: ...
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.config import Settings
@@ -24,15 +25,16 @@ class VoiceCatalog:
     def from_settings(cls, settings: Settings) -> VoiceCatalog:
         return cls(tuple(settings.SPEAKERS), settings.DEFAULT_SPEAKER, dict(settings.VOICE_ALIASES))
 
-    def resolve(self, name: str | None) -> str:
-        """The configured voice for ``name`` (a voice or alias; None = default). Raises InvalidRequest."""
+    def resolve(self, name: str | None, others: Iterable[str] = ()) -> str:
+        """The configured voice for ``name`` (a voice or alias; None = default). Raises InvalidRequest,
+        whose message lists the valid voices and ``others`` (e.g. registered voices)."""
         if name is None:
             return self.default
         if name in self.voices:
             return name
         if name in self.aliases:
             return self.aliases[name]
-        valid = ", ".join([*self.voices, *self.aliases])
+        valid = ", ".join([*self.voices, *self.aliases, *others])
         raise InvalidRequest(
             f"Voice {name!r} is not available. Valid voices: {valid}.", param="voice", code="voice_not_found"
         )
@@ -40,3 +42,7 @@ class VoiceCatalog:
     def aliases_of(self, voice: str) -> list[str]:
         """The aliases that resolve to ``voice``."""
         return [alias for alias, target in self.aliases.items() if target == voice]
+
+    def names(self) -> list[str]:
+        """Every name ``resolve`` accepts: voices and aliases."""
+        return [*self.voices, *self.aliases]

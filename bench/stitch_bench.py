@@ -189,7 +189,9 @@ def main(argv: list[str] | None = None) -> None:
             codec_dir, kind = args.codec_dir, f"checkpoint {args.codec_dir}"
         else:
             config = NeuCodecConfig.official() if args.full_size else TINY_CODEC_CONFIG
-            codec_dir = write_codec_checkpoint(Path(tmp) / "codec", config, seed=args.seed)
+            codec_dir = write_codec_checkpoint(
+                Path(tmp) / "codec", config, seed=args.seed, with_encoder=False
+            )
             kind = "random official-size" if args.full_size else "random tiny"
         decoder = load_decoder(str(codec_dir), device)
 

@@ -1,4 +1,7 @@
-"""What this server offers: models (`/v1/models`) and voices (`/v1/audio/voices`, `/v1/audio/speaker`)."""
+"""What this server offers: models (`/v1/models`) and the built-in voices (`/v1/audio/speaker`).
+
+The full voice list, registered voices included, is `GET /v1/audio/voices` (app/api/voices.py).
+"""
 
 from __future__ import annotations
 
@@ -28,13 +31,6 @@ async def list_models(request: Request) -> dict[str, Any]:
             {"id": name, "object": "model", "created": created, "owned_by": "tts-server"} for name in names
         ],
     }
-
-
-@router.get("/v1/audio/voices")
-async def list_voices(request: Request) -> dict[str, list[dict[str, Any]]]:
-    """``{"voices": [{"id", "name", "aliases"}]}``: the configured voices and the aliases that reach them."""
-    voices = _engine(request).voices
-    return {"voices": [{"id": v, "name": v, "aliases": voices.aliases_of(v)} for v in voices.voices]}
 
 
 @router.get("/v1/audio/speaker")

@@ -1,5 +1,8 @@
 """Wire models of the speech API, in OpenAI's field order, with our extensions after them.
 
+The multipart forms (``VCForm``, ``VoiceUploadForm``) reuse the speech request's field definitions,
+so every shared option has the same range, default and alias on every endpoint.
+
 Unknown fields are ignored (the OpenAI SDK sends extensions through ``extra_body``). Ranges are
 checked here (422 with the OpenAI error body); checks that need settings live in the serving class.
 """
@@ -95,13 +98,55 @@ class SpeechRequest(BaseModel):
 
     def text_options(self) -> TextOptions:
         """The text-normalization fields of this request."""
-        return TextOptions(
-            mode=self.mode,
-            normalize_malaysian=self.normalize_malaysian,
-            language=self.language,
-            prompt=self.prompt,
-        )
+        return TextOptions.model_validate(self, from_attributes=True)
 
     def voice_name(self) -> str | None:
         """The requested voice as a plain string (None = default)."""
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+
+_SPEECH = SpeechRequest.model_fields
+
+
+class VCForm(BaseModel):
+    """Form fields of ``POST /v1/audio/vc`` (the file ``reference_audio`` is a separate part)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reference_text: str = Field(min_length=1, description="Transcript of the reference audio.")
+    generate_text: str = Field(min_length=1, description="Text to speak in the reference voice.")
+    model: str | None = _SPEECH["model"]
+    response_format: ResponseFormat = _SPEECH["response_format"]
+    temperature: float | None = _SPEECH["temperature"]
+    repetition_penalty: float | None = _SPEECH["repetition_penalty"]
+    max_tokens: int | None = _SPEECH["max_tokens"]
+    stream: bool = _SPEECH["stream"]
+    playback_speed: float | None = _SPEECH["playback_speed"]
+    playback_overlap_speed: float | None = _SPEECH["playback_overlap_speed"]
+    speed: float | None = _SPEECH["speed"]
+    stream_format: Literal["audio", "sse"] = _SPEECH["stream_format"]
+    top_p: float | None = _SPEECH["top_p"]
+    top_k: int | None = _SPEECH["top_k"]
+    seed: int | None = _SPEECH["seed"]
+    stream_normalize: bool | None = _SPEECH["stream_normalize"]
+    mode: NormalizerMode | None = _SPEECH["mode"]
+    normalize_malaysian: bool | None = _SPEECH["normalize_malaysian"]
+    language: Language = _SPEECH["language"]
+    prompt: str | None = _SPEECH["prompt"]
+
+    def text_options(self) -> TextOptions:
+        """How both texts are normalized."""
+        return TextOptions.model_validate(self, from_attributes=True)
+
+
+class VoiceUploadForm(BaseModel):
+    """Form fields of ``POST /v1/audio/voices`` (the file ``audio_sample`` is a separate part)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, description="Voice name: 1-64 of A-Z a-z 0-9 _ -.")
+    reference_text: str = Field(min_length=1, description="Transcript of the audio sample.")
+    consent: str | None = Field(
+        None, max_length=1024, description="Consent record of the speaker (stored, not checked)."
+    )
+    language: Language = _SPEECH["language"]

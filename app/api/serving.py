@@ -1,4 +1,8 @@
-"""SpeechService: validate a speech request, build its pipeline, and stream or buffer the audio.
+"""SpeechService: validate a speech or voice-conversion request, build its pipeline, stream the audio.
+
+Both endpoints differ only in the prompt: ``/v1/audio/speech`` speaks in a built-in voice (or a
+registered one, whose stored reference makes a voice-conversion prompt), ``/v1/audio/vc`` encodes an
+uploaded reference. From the prompt on they share one path (``respond``).
 
 Everything that can fail is resolved before the response starts: the voice, the options, and the
 LM backend up to the first audio chunk (so a backend failure is a 502/504 and not a 200 with a cut
@@ -11,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import anyio
 import numpy as np
@@ -19,14 +23,17 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from app.api.errors import ClientDisconnected
-from app.api.schemas import SpeechRequest, TextOptions
+from app.api.schemas import ResponseFormat, SpeechRequest, TextOptions, VCForm
 from app.api.sse import sse_events
+from app.api.uploads import read_reference
+from app.audio.io import AsyncReadable
 from app.audio.post import PostChain, PostOptions
 from app.engine import Engine
 from app.errors import APIError, BackendError, NotFound, Unavailable, ValidationFailed
-from app.lm.prompt import clean_text, tts_prompt
+from app.lm.prompt import clean_text, tts_prompt, vc_prompt
 from app.lm.types import GenerationParams
 from app.pipeline import UtteranceStats, synthesize
+from app.registry import RegisteredVoice
 from app.text.normalizer import NormalizeResult
 
 log = logging.getLogger(__name__)
@@ -43,11 +50,30 @@ def accepts_model(name: str, served: str) -> bool:
     return name == served or name in MODEL_ALIASES or name.startswith("gpt-4o-mini-tts-")
 
 
-def check_input_length(text: str, limit: int) -> None:
-    """422 on ``input`` longer than ``limit`` characters."""
+class SynthesisOptions(Protocol):
+    """The model, sampling and output fields every synthesis request has (SpeechRequest, VCForm)."""
+
+    model: str | None
+    response_format: ResponseFormat
+    speed: float | None
+    stream_format: Literal["audio", "sse"]
+    stream: bool
+    temperature: float | None
+    repetition_penalty: float | None
+    max_tokens: int | None
+    top_p: float | None
+    top_k: int | None
+    seed: int | None
+    playback_speed: float | None
+    playback_overlap_speed: float | None
+    stream_normalize: bool | None
+
+
+def check_input_length(text: str, limit: int, param: str = "input") -> None:
+    """422 on a text field longer than ``limit`` characters."""
     if len(text) > limit:
         raise ValidationFailed(
-            f"input: at most {limit} characters are accepted, got {len(text)}", param="input"
+            f"{param}: at most {limit} characters are accepted, got {len(text)}", param=param
         )
 
 
@@ -71,43 +97,82 @@ async def normalize_text(
 
 
 class SpeechService:
-    """Serves ``POST /v1/audio/speech`` for one Engine."""
+    """Serves ``POST /v1/audio/speech`` and ``POST /v1/audio/vc`` for one Engine."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    async def generation_params(self, req: SpeechRequest) -> GenerationParams:
-        """Validate the request, normalize its text and build the LM call. Raises APIError."""
+    def check_model(self, opts: SynthesisOptions) -> None:
+        """404 for a model this server does not serve."""
+        if opts.model is not None and not accepts_model(opts.model, self.engine.settings.MODEL_NAME):
+            raise NotFound(f"The model {opts.model!r} does not exist.", param="model", code="model_not_found")
+
+    def resolve_voice(self, name: str | None) -> str | RegisteredVoice:
+        """A registered voice by that name, else the built-in voice or alias. Raises InvalidRequest."""
+        registry = self.engine.registry
+        registered = registry.get(name) if name is not None else None
+        if registered is not None:
+            return registered
+        return self.engine.voices.resolve(name, [voice.name for voice in registry.voices])
+
+    async def speech_text(self, text: str, options: TextOptions, param: str) -> str:
+        """``text`` checked for length, normalized for speech and cleaned of markup (422 if empty)."""
+        check_input_length(text, self.engine.settings.MAX_INPUT_CHARS, param)
+        normalized = await normalize_text(self.engine, text, options, for_speech=True)
+        cleaned = clean_text(normalized.output)
+        if not cleaned:
+            raise ValidationFailed(f"{param}: no speakable text after cleaning", param=param)
+        return cleaned
+
+    def sampling(self, prompt: str, opts: SynthesisOptions) -> GenerationParams:
+        """The LM call for ``prompt`` with the request's sampling options and the settings' defaults."""
         s = self.engine.settings
-        if req.model is not None and not accepts_model(req.model, s.MODEL_NAME):
-            raise NotFound(f"The model {req.model!r} does not exist.", param="model", code="model_not_found")
-        voice = self.engine.voices.resolve(req.voice_name())
-        check_input_length(req.input, s.MAX_INPUT_CHARS)
-        normalized = await normalize_text(self.engine, req.input, req.text_options(), for_speech=True)
-        text = clean_text(normalized.output)
-        if not text:
-            raise ValidationFailed("input: no speakable text after cleaning", param="input")
         return GenerationParams(
-            prompt=tts_prompt(voice, text),
+            prompt=prompt,
             model=s.MODEL_NAME,
-            max_tokens=req.max_tokens if req.max_tokens is not None else s.DEFAULT_MAX_TOKENS,
-            temperature=req.temperature if req.temperature is not None else s.DEFAULT_TEMPERATURE,
+            max_tokens=opts.max_tokens if opts.max_tokens is not None else s.DEFAULT_MAX_TOKENS,
+            temperature=opts.temperature if opts.temperature is not None else s.DEFAULT_TEMPERATURE,
             repetition_penalty=(
-                req.repetition_penalty if req.repetition_penalty is not None else s.DEFAULT_REPETITION_PENALTY
+                opts.repetition_penalty
+                if opts.repetition_penalty is not None
+                else s.DEFAULT_REPETITION_PENALTY
             ),
-            top_p=req.top_p,
-            top_k=req.top_k,
-            seed=req.seed,
+            top_p=opts.top_p,
+            top_k=opts.top_k,
+            seed=opts.seed,
         )
 
-    def post_options(self, req: SpeechRequest) -> PostOptions:
+    async def generation_params(self, req: SpeechRequest) -> GenerationParams:
+        """Validate a speech request, normalize its text and build the LM call. Raises APIError."""
+        self.check_model(req)
+        voice = self.resolve_voice(req.voice_name())
+        text = await self.speech_text(req.input, req.text_options(), "input")
+        if isinstance(voice, RegisteredVoice):
+            return self.sampling(vc_prompt(voice.reference_text, voice.codes, text), req)
+        return self.sampling(tts_prompt(voice, text), req)
+
+    async def vc_params(self, form: VCForm, reference_audio: AsyncReadable) -> GenerationParams:
+        """Validate a voice-conversion request, encode its reference and build the LM call."""
+        self.check_model(form)
+        self.engine.check_can_encode()
+        limit = self.engine.settings.MAX_INPUT_CHARS
+        check_input_length(form.reference_text, limit, "reference_text")
+        check_input_length(form.generate_text, limit, "generate_text")
+        reference = await read_reference(self.engine.settings, reference_audio, "reference_audio")
+        options = form.text_options()
+        reference_text = await self.speech_text(form.reference_text, options, "reference_text")
+        text = await self.speech_text(form.generate_text, options, "generate_text")
+        codes = await self.engine.reference_codes(reference)
+        return self.sampling(vc_prompt(reference_text, codes, text), form)
+
+    def post_options(self, opts: SynthesisOptions) -> PostOptions:
         """The post-codec chain this request asks for, with the settings' defaults."""
         s = self.engine.settings
         return PostOptions(
-            response_format=req.response_format,
-            stream=req.stream,
-            speaking_rate=req.speed if req.speed is not None else s.DEFAULT_SPEAKING_RATE,
-            normalize=req.stream_normalize if req.stream_normalize is not None else s.STREAM_NORMALIZE,
+            response_format=opts.response_format,
+            stream=opts.stream,
+            speaking_rate=opts.speed if opts.speed is not None else s.DEFAULT_SPEAKING_RATE,
+            normalize=opts.stream_normalize if opts.stream_normalize is not None else s.STREAM_NORMALIZE,
             target_rms_db=s.TARGET_RMS_DB,
             max_gain_db=s.MAX_GAIN_DB,
             lock_s=s.NORM_LOCK_S,
@@ -116,26 +181,33 @@ class SpeechService:
         )
 
     async def create(self, req: SpeechRequest, request: Request) -> Response:
-        """Validate, build, then stream (or buffer) the audio."""
-        params = await self.generation_params(req)
-        chain = PostChain(self.post_options(req))
+        """``/v1/audio/speech``: validate, build, then stream (or buffer) the audio."""
+        return await self.respond(await self.generation_params(req), req, request)
+
+    async def convert(self, form: VCForm, reference_audio: AsyncReadable, request: Request) -> Response:
+        """``/v1/audio/vc``: validate, encode the reference, then stream (or buffer) the audio."""
+        return await self.respond(await self.vc_params(form, reference_audio), form, request)
+
+    async def respond(self, params: GenerationParams, opts: SynthesisOptions, request: Request) -> Response:
+        """Run ``params`` through the pipeline; the first chunk is awaited before the response starts."""
+        chain = PostChain(self.post_options(opts))
         s = self.engine.settings
         codec = self.engine.codec
         if codec is None:
             raise Unavailable("The codec is not loaded yet.")
         schedule = self.engine.schedule(
-            req.playback_speed if req.playback_speed is not None else s.DEFAULT_PLAYBACK_SPEED,
+            opts.playback_speed if opts.playback_speed is not None else s.DEFAULT_PLAYBACK_SPEED,
             (
-                req.playback_overlap_speed
-                if req.playback_overlap_speed is not None
+                opts.playback_overlap_speed
+                if opts.playback_overlap_speed is not None
                 else s.DEFAULT_PLAYBACK_OVERLAP_SPEED
             ),
         )
         stats = UtteranceStats()
         chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
-        headers = dict(PCM_HEADERS) if req.response_format == "pcm" else {}
+        headers = dict(PCM_HEADERS) if opts.response_format == "pcm" else {}
         try:
-            if not req.stream:
+            if not opts.stream:
                 pcm = await self._watch(request, _collect(chunks))
                 if pcm.size == 0:
                     raise BackendError("The LM produced no speech tokens.")
@@ -148,7 +220,7 @@ class SpeechService:
             with anyio.CancelScope(shield=True):
                 await chunks.aclose()
             raise
-        if req.stream_format == "sse":
+        if opts.stream_format == "sse":
             events = sse_events(_encoded(first, chunks, chain), stats, params.prompt)
             return StreamingResponse(events, media_type="text/event-stream", headers=STREAM_HEADERS)
         return StreamingResponse(

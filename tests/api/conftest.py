@@ -14,6 +14,7 @@ from app.config import Settings
 from app.main import create_app
 from tests.conftest import make_settings
 from tests.fakes.fake_vllm import FakeVLLM, Script
+from tests.speech_audio import espeak_wav
 
 
 @asynccontextmanager
@@ -68,3 +69,12 @@ async def app_url(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -> AsyncIterator[st
     """Base URL of the app wired to ``fake_vllm``."""
     async with serve(http_settings(tiny_codec_dir, fake_vllm.url)) as url:
         yield url
+
+
+REFERENCE_TEXT = "Hello there, this is a reference voice for the test."
+
+
+@pytest.fixture(scope="session")
+def reference_wav(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """About 2.8 s of espeak-ng speech saying REFERENCE_TEXT (22.05 kHz mono wav), made once."""
+    return espeak_wav(tmp_path_factory.mktemp("reference") / "ref.wav", REFERENCE_TEXT).read_bytes()

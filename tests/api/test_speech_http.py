@@ -248,6 +248,9 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
     paths = {(path, method) for path, ops in schema["paths"].items() for method in ops}
     assert paths == {
         ("/v1/audio/speech", "post"),
+        ("/v1/audio/vc", "post"),
+        ("/v1/audio/voices", "post"),
+        ("/v1/audio/voices/{name}", "delete"),
         ("/v1/audio/normalize", "post"),
         ("/v1/models", "get"),
         ("/v1/audio/voices", "get"),

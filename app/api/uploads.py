@@ -1,0 +1,113 @@
+"""Audio uploads: a request-body cap for the upload routes, and reading one reference from a form.
+
+Starlette spools a multipart file to disk whole before a route runs, so the size cap has to act
+earlier: ``UploadLimitMiddleware`` answers 413 from the ``Content-Length`` header alone, and counts the
+bytes of a body sent without one, failing it as soon as it passes the cap (``UploadTooLarge``, which
+the installed handler turns into the OpenAI error body). The route then checks the file part itself
+against ``MAX_UPLOAD_BYTES`` while reading it, before anything is decoded.
+
+A client that is still sending when the answer comes would see a connection reset instead of the
+413 (the server closes a connection with unread data), so the rest of a refused body is read and
+discarded first, up to ``DRAIN_BYTES``; nothing is stored. A client that sent ``Expect:
+100-continue`` (curl does for large uploads) gets the 413 at once and never sends the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.audio.io import AsyncReadable, ReferenceAudio, load_reference, read_limited
+from app.config import Settings
+from app.errors import PayloadTooLarge
+
+UPLOAD_PATHS = frozenset({"/v1/audio/vc", "/v1/audio/voices"})
+FORM_OVERHEAD_BYTES = 256 * 1024
+"""Room for the text fields and multipart framing on top of the file itself."""
+DRAIN_BYTES = 64 * 1024 * 1024
+"""Most of a refused body read (and discarded) so that the client can read the 413."""
+
+
+class UploadTooLarge(HTTPException):
+    """Raised from the request body stream once it passes the cap (FastAPI re-raises HTTPExceptions)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than the {limit}-byte upload limit")
+        self.limit = limit
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"The upload is larger than the {limit}-byte limit.", code="payload_too_large")
+
+
+async def _drain(receive: Receive) -> None:
+    """Read and discard the rest of the request body, up to DRAIN_BYTES."""
+    budget = DRAIN_BYTES
+    while budget > 0:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        budget -= len(message.get("body", b""))
+
+
+class UploadLimitMiddleware:
+    """Caps request bodies of POSTs to the upload routes at ``max_file_bytes`` + form overhead."""
+
+    def __init__(self, app: ASGIApp, max_file_bytes: int) -> None:
+        self.app = app
+        self.max_file_bytes = max_file_bytes
+        self.limit = max_file_bytes + FORM_OVERHEAD_BYTES
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in UPLOAD_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            if headers.get(b"expect", b"").lower() != b"100-continue":
+                await _drain(receive)
+            error = _too_large(self.max_file_bytes)
+            response = JSONResponse(error.body(), status_code=error.status, headers={"Connection": "close"})
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    if message.get("more_body", False):
+                        await _drain(receive)
+                    raise UploadTooLarge(self.max_file_bytes)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+def install_upload_limit(app: FastAPI, max_file_bytes: int) -> None:
+    """Add the middleware and the handler that turns ``UploadTooLarge`` into a 413 OpenAI error."""
+
+    async def on_too_large(request: Request, exc: UploadTooLarge) -> Response:
+        error = _too_large(exc.limit)
+        return JSONResponse(error.body(), status_code=error.status, headers={"Connection": "close"})
+
+    app.add_middleware(UploadLimitMiddleware, max_file_bytes=max_file_bytes)
+    app.add_exception_handler(UploadTooLarge, on_too_large)  # type: ignore[arg-type]
+
+
+async def read_reference(settings: Settings, upload: AsyncReadable, param: str) -> ReferenceAudio:
+    """Read ``upload`` (413 past MAX_UPLOAD_BYTES), then decode it to 16 kHz mono in a worker thread."""
+    data = await read_limited(upload, settings.MAX_UPLOAD_BYTES, param)
+    return await asyncio.to_thread(
+        load_reference,
+        data,
+        min_s=settings.MIN_REFERENCE_S,
+        max_s=settings.MAX_REFERENCE_S,
+        param=param,
+    )

@@ -1,0 +1,56 @@
+"""ReferenceCache: speech codes of reference audio, keyed by the audio's content hash (bounded LRU).
+
+A voice-conversion client usually sends the same reference with every request; its codes are the
+same each time, so the encoder (a 600M-parameter semantic model) runs once per distinct reference.
+Concurrent requests for a reference that is being encoded share that one encode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+
+Encode = Callable[[np.ndarray], Awaitable[list[int]]]
+
+
+class ReferenceCache:
+    """``digest -> codes`` for the last ``capacity`` references used (0 disables caching)."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
+        self.capacity = capacity
+        self._codes: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+        self._pending: dict[str, asyncio.Task[list[int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    async def get_or_encode(self, digest: str, samples: np.ndarray, encode: Encode) -> list[int]:
+        """The codes for ``samples`` (whose content hash is ``digest``): cached, shared, or encoded now.
+
+        A caller that is cancelled does not cancel an encode other callers (or the cache) are awaiting.
+        """
+        cached = self._codes.get(digest)
+        if cached is not None:
+            self._codes.move_to_end(digest)
+            return list(cached)
+        task = self._pending.get(digest)
+        if task is None:
+            task = asyncio.ensure_future(encode(samples))
+            self._pending[digest] = task
+            task.add_done_callback(lambda done: self._settle(digest, done))
+        return list(await asyncio.shield(task))
+
+    def _settle(self, digest: str, task: asyncio.Task[list[int]]) -> None:
+        """Store a finished encode (failures are not cached) and forget it as pending."""
+        self._pending.pop(digest, None)
+        if task.cancelled() or task.exception() is not None or self.capacity == 0:
+            return
+        self._codes[digest] = tuple(task.result())
+        self._codes.move_to_end(digest)
+        while len(self._codes) > self.capacity:
+            self._codes.popitem(last=False)
