@@ -45,6 +45,11 @@ STREAM_HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "n
 PCM_HEADERS = {"X-Audio-Sample-Rate": "24000", "X-Audio-Channels": "1", "X-Audio-Bit-Depth": "16"}
 
 
+def given(value: T | None, default: T) -> T:
+    """``value`` when the request set it, else the settings' ``default``."""
+    return default if value is None else value
+
+
 def accepts_model(name: str, served: str) -> bool:
     """Our model, an OpenAI TTS alias, or a dated variant of one (``gpt-4o-mini-tts-2025-12-15``)."""
     return name == served or name in MODEL_ALIASES or name.startswith("gpt-4o-mini-tts-")
@@ -85,11 +90,7 @@ async def normalize_text(
     return await engine.normalizer.normalize(
         clean_text(text),
         mode=options.mode or s.DEFAULT_NORMALIZER_MODE,
-        normalize_malaysian=(
-            options.normalize_malaysian
-            if options.normalize_malaysian is not None
-            else s.DEFAULT_NORMALIZE_MALAYSIAN
-        ),
+        normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
         language=options.language,
         prompt=options.prompt,
         for_speech=for_speech,
@@ -130,13 +131,9 @@ class SpeechService:
         return GenerationParams(
             prompt=prompt,
             model=s.MODEL_NAME,
-            max_tokens=opts.max_tokens if opts.max_tokens is not None else s.DEFAULT_MAX_TOKENS,
-            temperature=opts.temperature if opts.temperature is not None else s.DEFAULT_TEMPERATURE,
-            repetition_penalty=(
-                opts.repetition_penalty
-                if opts.repetition_penalty is not None
-                else s.DEFAULT_REPETITION_PENALTY
-            ),
+            max_tokens=given(opts.max_tokens, s.DEFAULT_MAX_TOKENS),
+            temperature=given(opts.temperature, s.DEFAULT_TEMPERATURE),
+            repetition_penalty=given(opts.repetition_penalty, s.DEFAULT_REPETITION_PENALTY),
             top_p=opts.top_p,
             top_k=opts.top_k,
             seed=opts.seed,
@@ -171,8 +168,8 @@ class SpeechService:
         return PostOptions(
             response_format=opts.response_format,
             stream=opts.stream,
-            speaking_rate=opts.speed if opts.speed is not None else s.DEFAULT_SPEAKING_RATE,
-            normalize=opts.stream_normalize if opts.stream_normalize is not None else s.STREAM_NORMALIZE,
+            speaking_rate=given(opts.speed, s.DEFAULT_SPEAKING_RATE),
+            normalize=given(opts.stream_normalize, s.STREAM_NORMALIZE),
             target_rms_db=s.TARGET_RMS_DB,
             max_gain_db=s.MAX_GAIN_DB,
             lock_s=s.NORM_LOCK_S,
@@ -196,12 +193,8 @@ class SpeechService:
         if codec is None:
             raise Unavailable("The codec is not loaded yet.")
         schedule = self.engine.schedule(
-            opts.playback_speed if opts.playback_speed is not None else s.DEFAULT_PLAYBACK_SPEED,
-            (
-                opts.playback_overlap_speed
-                if opts.playback_overlap_speed is not None
-                else s.DEFAULT_PLAYBACK_OVERLAP_SPEED
-            ),
+            given(opts.playback_speed, s.DEFAULT_PLAYBACK_SPEED),
+            given(opts.playback_overlap_speed, s.DEFAULT_PLAYBACK_OVERLAP_SPEED),
         )
         stats = UtteranceStats()
         chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
