@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
 
 import anyio
@@ -200,19 +200,21 @@ class SpeechService:
         chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
         headers = dict(PCM_HEADERS) if opts.response_format == "pcm" else {}
         try:
-            if not opts.stream:
+            if opts.stream:
+                first = await self._watch(request, anext(chunks, None))
+            else:
                 pcm = await self._watch(request, _collect(chunks))
-                if pcm.size == 0:
-                    raise BackendError("The LM produced no speech tokens.")
-                body = await asyncio.to_thread(_encode_whole, chain, pcm)
-                return Response(body, media_type=chain.media_type, headers=headers)
-            first = await self._watch(request, anext(chunks, None))
+                first = pcm if pcm.size else None
             if first is None:
                 raise BackendError("The LM produced no speech tokens.")
         except BaseException:
+            chain.close()
             with anyio.CancelScope(shield=True):
                 await chunks.aclose()
             raise
+        if not opts.stream:  # the chain is flushed (and so closed) in the thread, even if we are cancelled
+            body = await asyncio.to_thread(_encode_whole, chain, first)
+            return Response(body, media_type=chain.media_type, headers=headers)
         if opts.stream_format == "sse":
             events = sse_events(_encoded(first, chunks, chain), stats, params.prompt)
             return StreamingResponse(events, media_type="text/event-stream", headers=STREAM_HEADERS)
@@ -253,21 +255,34 @@ def _encode_whole(chain: PostChain, pcm: np.ndarray) -> bytes:
 async def _encoded(
     first: np.ndarray, chunks: AsyncGenerator[np.ndarray, None], chain: PostChain
 ) -> AsyncIterator[bytes]:
-    """The response's bytes as audio is produced; the chain runs in worker threads."""
+    """The response's bytes as audio is produced; the chain runs in worker threads.
+
+    A cancelled request (client gone) waits for the chain call in flight before closing the chain, so
+    the encoder is never closed under a thread that is still using it.
+    """
+    in_flight: asyncio.Future[bytes] | None = None
+
+    async def run(step: Callable[..., bytes], *args: object) -> bytes:
+        nonlocal in_flight
+        in_flight = asyncio.ensure_future(asyncio.to_thread(step, *args))
+        return await asyncio.shield(in_flight)
+
     try:
-        data = await asyncio.to_thread(chain.push, first)
+        data = await run(chain.push, first)
         if data:
             yield data
         async for pcm in chunks:
-            data = await asyncio.to_thread(chain.push, pcm)
+            data = await run(chain.push, pcm)
             if data:
                 yield data
-        tail = await asyncio.to_thread(chain.flush)
+        tail = await run(chain.flush)
         if tail:
             yield tail
     finally:
-        chain.close()
         with anyio.CancelScope(shield=True):
+            if in_flight is not None:
+                await asyncio.gather(in_flight, return_exceptions=True)
+            chain.close()
             await chunks.aclose()
 
 

@@ -154,3 +154,21 @@ async def test_loudness_normalization_and_fade(app_url: str) -> None:
     meter = pyloudnorm.Meter(24000, block_size=0.4)
     before, after = meter.integrated_loudness(a), meter.integrated_loudness(b)
     assert abs(after - -16.0) < 1.5 < abs(before - -16.0)  # TARGET_RMS_DB is a K-weighted level (LUFS)
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus"])
+async def test_hanging_up_mid_encode_leaves_the_server_healthy(
+    app_url: str, fake_vllm: FakeVLLM, fmt: str
+) -> None:
+    fake_vllm.script = Script(codes=list(range(1500)), tokens_per_event=25, tokens_per_s=500)
+    async with httpx.AsyncClient(timeout=20) as client:
+        for _ in range(3):
+            async with client.stream("POST", app_url + SPEECH, json=body(response_format=fmt)) as response:
+                assert response.status_code == 200
+                async for _chunk in response.aiter_raw():
+                    break
+        await fake_vllm.wait_disconnected(timeout=2.0)
+        fake_vllm.script = Script(codes=list(range(1000, 1048)), tokens_per_event=8)
+        after = await client.post(app_url + SPEECH, json=body(response_format=fmt, stream=False))
+    assert after.status_code == 200
+    assert abs(decoded_seconds(after.content, fmt) - N_CODES * 480 / 24000) <= FRAME_TOLERANCE_S[fmt] + 1e-9
