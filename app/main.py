@@ -24,13 +24,13 @@ from app.engine import Engine
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
-    """Build the app. ``engine`` lets tests inject one built from other parts (started here too)."""
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app for ``settings`` (default: the environment); nothing starts before the lifespan."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        eng = engine or Engine.from_settings(settings)
+        eng = Engine.from_settings(settings)
         app.state.engine = eng
         app.state.speech = SpeechService(eng)
         app.state.started_at = int(time.time())
