@@ -6,19 +6,9 @@ import numpy as np
 import pytest
 
 from app.audio.fade import FadeIn
+from tests.audio.chunking import stream
 
 SR = 24_000
-
-
-def stream(stage: FadeIn, x: np.ndarray, sizes: list[int]) -> np.ndarray:
-    """Push ``x`` in chunks of ``sizes`` (cycled), then flush; the concatenated output."""
-    out, i, k = [], 0, 0
-    while i < len(x):
-        n = sizes[k % len(sizes)]
-        out.append(stage.push(x[i : i + n]))
-        i, k = i + n, k + 1
-    out.append(stage.flush())
-    return np.concatenate(out) if out else np.zeros(0, np.float32)
 
 
 def test_shape_is_exact_raised_cosine() -> None:

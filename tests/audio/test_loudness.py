@@ -15,21 +15,11 @@ from app.audio.loudness import (
     k_weighting_sos,
     soft_limit,
 )
+from tests.audio.chunking import stream
 
 SR = 24_000
 F = 240  # 10 ms analysis frames
 B = 10  # frames in a 100 ms gating block
-
-
-def stream(stage: LoudnessNormalizer, x: np.ndarray, sizes: list[int]) -> np.ndarray:
-    """Push ``x`` in chunks of ``sizes`` (cycled), then flush; the concatenated output."""
-    out, i, k = [], 0, 0
-    while i < len(x):
-        n = sizes[k % len(sizes)]
-        out.append(stage.push(x[i : i + n]))
-        i, k = i + n, k + 1
-    out.append(stage.flush())
-    return np.concatenate(out)
 
 
 def noise(seconds: float, rms_db: float, seed: int = 0) -> np.ndarray:

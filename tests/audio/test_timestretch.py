@@ -6,20 +6,10 @@ import numpy as np
 import pytest
 
 from app.audio.timestretch import TimeStretch
+from tests.audio.chunking import stream
 
 SR = 24_000
 RATES = [0.5, 0.75, 1.25, 1.5, 2.0]
-
-
-def stream(stage: TimeStretch, x: np.ndarray, sizes: list[int]) -> np.ndarray:
-    """Push ``x`` in chunks of ``sizes`` (cycled), then flush; the concatenated output."""
-    out, i, k = [], 0, 0
-    while i < len(x):
-        n = sizes[k % len(sizes)]
-        out.append(stage.push(x[i : i + n]))
-        i, k = i + n, k + 1
-    out.append(stage.flush())
-    return np.concatenate(out)
 
 
 def harmonic(f0: float, seconds: float, sr: int = SR) -> np.ndarray:
