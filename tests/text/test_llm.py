@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,28 +20,7 @@ from app.text.llm import (
     parse_reply,
 )
 from tests.fakes.fake_openai import ChatScript, FakeOpenAI
-
-TEXT = "baki saya tinggal RM1,250.50 dan IC saya 960314875079"
-SPOKEN = (
-    "baki saya tinggal seribu dua ratus lima puluh ringgit lima puluh sen dan IC saya "
-    "sembilan enam kosong tiga satu empat lapan tujuh lima kosong tujuh sembilan"
-)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(replies={TEXT: SPOKEN})
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMNormalizer]:
-    client = LLMNormalizer(fake.url, fake.api_key, fake.model, timeout_s=2.0)
-    await client.start()
-    yield client
-    await client.close()
+from tests.text.conftest import SPOKEN, TEXT
 
 
 async def test_sends_an_openai_chat_request(fake: FakeOpenAI, llm: LLMNormalizer) -> None:

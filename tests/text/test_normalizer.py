@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -23,22 +22,6 @@ def fake_spoken(text: str, language: str = "auto") -> str:
 @pytest.fixture
 def stub_spoken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(normalizer_module, "normalize_spoken", fake_spoken)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    server = FakeOpenAI(replies={"Bayar RM5 sekarang!": "Bayar lima ringgit sekarang!"})
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def llm(fake: FakeOpenAI) -> AsyncIterator[LLMNormalizer]:
-    client = LLMNormalizer(fake.url, fake.api_key, fake.model, timeout_s=1.0)
-    await client.start()
-    yield client
-    await client.close()
 
 
 def test_modes_and_languages() -> None:
