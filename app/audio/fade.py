@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from app.audio.constants import SAMPLE_RATE
-from app.audio.timestretch import as_mono_f32
+from app.audio.pcm import as_mono_f32
 
 
 class FadeIn:

@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 from app.audio.constants import SAMPLE_RATE
-from app.audio.timestretch import as_mono_f32
+from app.audio.pcm import as_mono_f32
 
 FRAME_S = 0.010
 LUFS_OFFSET_DB = -0.691  # BS.1770: loudness = -0.691 + 10 log10(mean square of the K-weighted signal)

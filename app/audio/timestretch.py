@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from app.audio.constants import SAMPLE_RATE
+from app.audio.pcm import as_mono_f32
 
 MIN_RATE = 0.5
 MAX_RATE = 2.0
@@ -49,14 +50,6 @@ _OVERLAP_S = 0.008
 _HALF_SEEK_S = 0.0075
 _MATCH_S = 0.016  # compared length L: one period of a 62.5 Hz voice
 _OFFSET_PENALTY = 0.1  # score = ncc - penalty * t^2, t the offset from the nominal position in [-1, 1]
-
-
-def as_mono_f32(pcm: np.ndarray) -> np.ndarray:
-    """Validate a PCM chunk: any 1-D real array -> float32 [N] (no copy when it already is one)."""
-    x = np.asarray(pcm, dtype=np.float32)
-    if x.ndim != 1:
-        raise ValueError(f"PCM chunks must be 1-D, got shape {x.shape}")
-    return x
 
 
 class TimeStretch:
