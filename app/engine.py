@@ -25,7 +25,7 @@ from app.text.normalizer import TextNormalizer
 from app.voices import VoiceCatalog
 
 if TYPE_CHECKING:
-    from app.codec.worker import CodecWorker
+    from app.codec.worker import CodecOptions, CodecWorker
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,23 @@ def build_normalizer(settings: Settings) -> TextNormalizer:
     return TextNormalizer(llm, offload_chars=settings.NORMALIZE_OFFLOAD_CHARS)
 
 
+def codec_options(settings: Settings) -> CodecOptions:
+    """The codec batcher's settings (batching window and size, timeouts, graphs, compile)."""
+    from app.codec.worker import CodecOptions
+
+    return CodecOptions(
+        window_s=settings.BATCH_WINDOW_MS / 1000,
+        max_batch=settings.MAX_BATCH_SIZE,
+        timeout_s=settings.BATCH_TIMEOUT,
+        max_encode_batch=settings.MAX_ENCODE_BATCH,
+        cuda_graphs=settings.CUDA_GRAPHS,
+        graph_batch_sizes=tuple(settings.CUDA_GRAPH_BUCKETS),
+        graph_lengths=tuple(settings.CODEC_BUCKETS) if settings.CUDA_GRAPH_WARMUP else (),
+        max_graphs=settings.CUDA_GRAPH_MAX,
+        compile=settings.TORCH_COMPILE,
+    )
+
+
 @dataclass
 class Engine:
     """Long-lived state of one server process."""
@@ -89,18 +106,25 @@ class Engine:
     async def start(self) -> None:
         """Load the decoder (and the encoder when VC_ENABLED) off the event loop, start the codec
         worker, the LM source and read the registered voices."""
+        import torch
+
         from app.codec.device import resolve_device
         from app.codec.neucodec.loading import load_decoder, load_encoder
         from app.codec.worker import CodecWorker
 
-        device = resolve_device(self.settings.DEVICE)
-        log.info("loading codec %s on %s", self.settings.CODEC_MODEL, device)
-        decoder = await asyncio.to_thread(load_decoder, self.settings.CODEC_MODEL, device)
+        s = self.settings
+        device = resolve_device(s.DEVICE)
+        if device.type == "cpu" and s.CODEC_THREADS:
+            torch.set_num_threads(s.CODEC_THREADS)
+        log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, s.CODEC_DTYPE)
+        decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
+        if s.CODEC_DTYPE != "float32":
+            decoder.cast(getattr(torch, s.CODEC_DTYPE))
         encoder = None
-        if self.settings.VC_ENABLED:
-            log.info("loading codec encoder %s on %s", self.settings.CODEC_MODEL, device)
-            encoder = await asyncio.to_thread(load_encoder, self.settings.CODEC_MODEL, device)
-        self.codec = CodecWorker(decoder, device, encoder=encoder)
+        if s.VC_ENABLED:
+            log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
+            encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
+        self.codec = CodecWorker(decoder, device, encoder=encoder, options=codec_options(s))
         self.codec.start()
         await self.registry.load()
         log.info("starting LM source %s", self.source.name)
@@ -148,4 +172,5 @@ class Engine:
             max_chunk_s=s.STREAM_MAX_CHUNK_S,
             past_context_s=s.STREAM_PAST_CONTEXT_S,
             crossfade_ms=s.CROSSFADE_MS,
+            buckets=tuple(s.CODEC_BUCKETS),
         )

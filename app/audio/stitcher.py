@@ -6,17 +6,24 @@ both sides, the context audio is sliced off, and neighbouring windows are crossf
 
 Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
 
-- Window k owns codes ``[s_k, e_k)``, ``e_k = s_k + seg_k``; ``s_0 = 0``, ``seg_0 = first_tokens``,
-  ``s_{k+1} = e_k``, ``seg_{k+1} = min(floor(seg_k * growth), max_window_tokens)``.
-- Window k is decoded as soon as ``e_k + future_tokens`` codes have arrived. It decodes
-  ``codes[max(0, s_k - past_tokens) : e_k + future_tokens]`` and keeps its own span.
-- ``flush()`` decodes the rest, ``codes[max(0, s - past_tokens) : n]``, as the last window.
+- Window k owns codes ``[s_k, e_k)``; ``s_0 = 0``, ``s_{k+1} = e_k``. Its natural length is ``seg_k``:
+  ``seg_0 = first_tokens``, ``seg_{k+1} = min(floor(seg_k * growth), max_window_tokens)``, so
+  ``e_k = s_k + seg_k``, and it decodes ``codes[lo_k : e_k + future_tokens]`` with
+  ``lo_k = s_k - p_k``, ``p_k = min(past_tokens, s_k)``, and keeps its own span.
+- With ``buckets`` (decode lengths, context included), the decode length ``D_k = p_k + seg_k + future``
+  is replaced by the bucket nearest to it (ties to the smaller) among those that leave the window at
+  least one code of its own, and ``e_k = lo_k + bucket - future``. Windows of concurrent streams then
+  share a few lengths, so the codec batches them without padding and without changing a sample.
+- Window k is decoded as soon as ``e_k + future_tokens`` codes have arrived.
+- ``flush()`` decodes the rest, ``codes[lo : n]`` with ``lo = s - p``, as the last window. With buckets,
+  ``lo`` moves further left (more past context, never padding) to make ``n - lo`` the smallest bucket
+  that fits, when there are enough codes; otherwise the length stays ``n - s + p``.
 
 Joins: at the boundary ``B = e_k * spt`` (samples) a raised-cosine ramp ``0.5 (1 - cos(pi t))`` of
 ``L + R`` samples blends window k into window k+1 over ``[B - L, B + R)``. The right half lies in window
 k's future context, the left half in window k+1's past context::
 
-    X = min(crossfade_samples, first_tokens * spt)  # never wider than the shortest non-final window
+    X = min(crossfade_samples, first_own * spt)     # never wider than the shortest non-final window
     R = min(X - X // 2, future_tokens * spt)         # centred on B as far as the future context allows
     L = min(X - R, past_tokens * spt)                # the rest goes left of B (all of it when future is 0)
 
@@ -25,7 +32,7 @@ blend of the previous join, then its own body. It holds back its samples ``[B_k 
 next join. The last window emits ``[B - L, n * spt)``. So every sample of ``[0, n * spt)`` is emitted
 exactly once for any n, and since the window list depends only on n, the output does not depend on
 how the codes were split across ``push()`` calls. The last window always has at least
-``future_tokens`` codes, so it covers R.
+``future_tokens`` codes, so it covers R. (``first_own``: the own length of the first window.)
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ class StitchSchedule:
     past_tokens: int
     crossfade_samples: int
     samples_per_token: int = SAMPLES_PER_TOKEN
+    buckets: tuple[int, ...] = ()  # decode lengths in codes, context included; () = natural lengths
 
     def __post_init__(self) -> None:
         ints = {
@@ -68,6 +76,10 @@ class StitchSchedule:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not (isinstance(self.growth, int | float) and math.isfinite(self.growth) and self.growth >= 1):
             raise ValueError(f"growth must be a finite number >= 1, got {self.growth!r}")
+        if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in self.buckets) or list(
+            self.buckets
+        ) != sorted(set(self.buckets)):
+            raise ValueError(f"buckets must be increasing positive integers, got {self.buckets!r}")
         if self.max_window_tokens < self.first_tokens:
             raise ValueError(
                 f"max_window_tokens ({self.max_window_tokens}) must be >= first_tokens ({self.first_tokens})"
@@ -84,12 +96,14 @@ class StitchSchedule:
         crossfade_ms: float,
         tokens_per_s: int = TOKENS_PER_SECOND,
         sample_rate: int = SAMPLE_RATE,
+        buckets: tuple[int, ...] = (),
     ) -> StitchSchedule:
         """Build a schedule from the request/settings values, given in seconds of audio.
 
         ``playback_speed`` is the first window (``max(1, round(s * tokens_per_s))`` codes),
         ``playback_overlap_speed`` the future context, ``past_context_s`` the past context, and windows
-        grow by ``growth`` up to ``max(first, max_chunk_s)``. Raises ValueError on nonsense.
+        grow by ``growth`` up to ``max(first, max_chunk_s)``; ``buckets`` are decode lengths in codes.
+        Raises ValueError on nonsense.
         """
         values = {
             "playback_speed": playback_speed,
@@ -114,19 +128,42 @@ class StitchSchedule:
             past_tokens=round(past_context_s * tokens_per_s),
             crossfade_samples=round(sample_rate * crossfade_ms / 1000),
             samples_per_token=sample_rate // tokens_per_s,
+            buckets=tuple(buckets),
         )
+
+    @property
+    def first_own(self) -> int:
+        """Codes the first window owns (``first_tokens`` unless buckets moved its end)."""
+        return self.window(0, self.first_tokens)[1]
 
     @property
     def crossfade_right(self) -> int:
         """R: samples of a join right of the boundary, covered by the left window's future context."""
-        width = min(self.crossfade_samples, self.first_tokens * self.samples_per_token)
+        width = min(self.crossfade_samples, self.first_own * self.samples_per_token)
         return min(width - width // 2, self.future_tokens * self.samples_per_token)
 
     @property
     def crossfade_left(self) -> int:
         """L: samples of a join left of the boundary, covered by the right window's past context."""
-        width = min(self.crossfade_samples, self.first_tokens * self.samples_per_token)
+        width = min(self.crossfade_samples, self.first_own * self.samples_per_token)
         return min(width - self.crossfade_right, self.past_tokens * self.samples_per_token)
+
+    def window(self, start: int, seg: int) -> tuple[int, int, int]:
+        """``(lo, end, stop)`` of the non-final window starting at ``start`` of natural length ``seg``:
+        it decodes ``[lo, stop)`` and owns ``[start, end)``; ``stop = end + future_tokens``."""
+        past = min(self.past_tokens, start)
+        length = past + seg + self.future_tokens
+        fits = [b for b in self.buckets if b > past + self.future_tokens]
+        if fits:
+            length = min(fits, key=lambda b: (abs(b - length), b))
+        lo = start - past
+        return lo, lo + length - self.future_tokens, lo + length
+
+    def last_window_lo(self, start: int, n_codes: int) -> int:
+        """First code decoded by the final window, which owns ``[start, n_codes)``."""
+        lo = start - min(self.past_tokens, start)
+        fits = [b for b in self.buckets if n_codes - lo <= b <= n_codes]
+        return n_codes - fits[0] if fits else lo
 
     def next_window(self, seg: int) -> int:
         """Length in codes of the window after one of ``seg`` codes."""
@@ -135,13 +172,21 @@ class StitchSchedule:
 
     def windows(self, n_codes: int) -> list[tuple[int, int]]:
         """Own spans ``[s, e)`` of the windows that ``n_codes`` codes are cut into (the last by flush)."""
-        spans: list[tuple[int, int]] = []
+        return [(start, end) for start, end, _, _ in self.plan(n_codes)]
+
+    def plan(self, n_codes: int) -> list[tuple[int, int, int, int]]:
+        """``(start, end, lo, stop)`` of every window for ``n_codes`` codes: owned ``[start, end)``,
+        decoded ``[lo, stop)``; the last one is the one ``flush()`` decodes."""
+        spans: list[tuple[int, int, int, int]] = []
         start, seg = 0, self.first_tokens
-        while start + seg + self.future_tokens <= n_codes:
-            spans.append((start, start + seg))
-            start, seg = start + seg, self.next_window(seg)
+        while True:
+            lo, end, stop = self.window(start, seg)
+            if stop > n_codes:
+                break
+            spans.append((start, end, lo, stop))
+            start, seg = end, self.next_window(seg)
         if start < n_codes:
-            spans.append((start, n_codes))
+            spans.append((start, n_codes, self.last_window_lo(start, n_codes), n_codes))
         return spans
 
 
@@ -172,14 +217,14 @@ class Stitcher:
             raise RuntimeError("push() after flush()")
         self._codes.extend(codes)
         chunks: list[np.ndarray] = []
-        future = self._schedule.future_tokens
-        while len(self._codes) >= self._start + self._seg + future:
-            end = self._start + self._seg
-            chunk = await self._window(self._start, end, end + future, last=False)
+        while True:
+            lo, end, stop = self._schedule.window(self._start, self._seg)
+            if len(self._codes) < stop:
+                return chunks
+            chunk = await self._window(lo, self._start, end, stop, last=False)
             self._start, self._seg = end, self._schedule.next_window(self._seg)
             if chunk.size:
                 chunks.append(chunk)
-        return chunks
 
     async def flush(self) -> list[np.ndarray]:
         """Decode the remaining codes as the last window and return everything not yet emitted."""
@@ -188,7 +233,9 @@ class Stitcher:
         self._finished = True
         n = len(self._codes)
         if n > self._start:
-            chunk = await self._window(self._start, n, n, last=True)
+            chunk = await self._window(
+                self._schedule.last_window_lo(self._start, n), self._start, n, n, last=True
+            )
         elif self._held is not None:  # n == s: only when future_tokens == 0, so R == 0
             chunk = self._held[: self._left].copy()
         else:
@@ -197,13 +244,12 @@ class Stitcher:
         self._codes = []
         return [chunk] if chunk.size else []
 
-    async def _window(self, start: int, end: int, stop: int, last: bool) -> np.ndarray:
-        """Decode codes ``[max(0, start - past), stop)`` and return the samples window [start, end) emits.
+    async def _window(self, lo: int, start: int, end: int, stop: int, last: bool) -> np.ndarray:
+        """Decode codes ``[lo, stop)`` and return the samples the window owning ``[start, end)`` emits.
 
         The last window (``stop == end``) emits up to its end and holds nothing back.
         """
         spt = self._schedule.samples_per_token
-        lo = max(0, start - self._schedule.past_tokens)
         window = self._codes[lo:stop]
         audio = np.asarray(await self._decode(window), dtype=np.float32)
         if audio.shape != (len(window) * spt,):

@@ -1,12 +1,21 @@
-"""Device selection for the codec: cuda, npu (Ascend, via torch_npu) and cpu behind one small interface.
+"""Device selection and the small device interface the codec runs on: cuda, npu (Ascend) and cpu.
+
+``resolve_device`` turns the ``DEVICE`` setting into a ``torch.device``. ``DeviceOps`` is what the codec
+batcher needs from a device, the same for all three: streams (a copy stream and a compute stream on an
+accelerator; none on cpu), events to order them, pinned host memory, synchronisation, and whether CUDA
+graphs can be captured (cuda only). ``torch.npu`` (registered by ``torch_npu``) mirrors ``torch.cuda``'s
+stream, event and synchronize API, so one implementation serves both accelerators.
 
 Nothing happens at import: ``torch_npu`` is imported only when an npu device is asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -47,7 +56,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _backend(device: torch.device) -> object | None:
+def _backend(device: torch.device) -> Any:
     """The ``torch.cuda``-like module of an accelerator device, None for cpu."""
     if device.type == "cpu":
         return None
@@ -58,11 +67,79 @@ def set_current(device: torch.device) -> None:
     """Make ``device`` the current accelerator of the calling thread (no-op on cpu)."""
     backend = _backend(device)
     if backend is not None and device.index is not None:
-        backend.set_device(device)  # type: ignore[attr-defined]
+        backend.set_device(device)
 
 
 def synchronize(device: torch.device) -> None:
     """Wait for all queued work on ``device`` (no-op on cpu)."""
     backend = _backend(device)
     if backend is not None:
-        backend.synchronize(device)  # type: ignore[attr-defined]
+        backend.synchronize(device)
+
+
+class DeviceOps:
+    """Streams, events, pinned memory and graph support of one device, behind one interface.
+
+    On cpu every stream is None, every event is None, contexts are empty and nothing is pinned: the
+    callers write one code path and the cpu simply runs it synchronously.
+    """
+
+    def __init__(self, device: torch.device | str) -> None:
+        self.device = torch.device(device)
+        self._backend = _backend(self.device)
+
+    @property
+    def kind(self) -> str:
+        """``cpu``, ``cuda`` or ``npu``."""
+        return self.device.type
+
+    @property
+    def is_accelerator(self) -> bool:
+        """True on cuda and npu: copies are asynchronous and host buffers are worth pinning."""
+        return self._backend is not None
+
+    @property
+    def supports_graphs(self) -> bool:
+        """CUDA graphs: cuda only (npu runs eagerly on its streams)."""
+        return self.kind == "cuda"
+
+    def bind_thread(self) -> None:
+        """Make this device current for the calling thread."""
+        set_current(self.device)
+
+    def new_stream(self) -> Any:
+        """A new stream on the device, None on cpu."""
+        return None if self._backend is None else self._backend.Stream(device=self.device)
+
+    def on(self, stream: Any) -> contextlib.AbstractContextManager[Any]:
+        """Context in which queued work goes to ``stream`` (an empty context for None)."""
+        if self._backend is None or stream is None:
+            return contextlib.nullcontext()
+        return self._backend.stream(stream)
+
+    def record(self, stream: Any) -> Any:
+        """An event recorded on ``stream`` now (None on cpu)."""
+        if self._backend is None or stream is None:
+            return None
+        event = self._backend.Event()
+        event.record(stream)
+        return event
+
+    def wait(self, stream: Any, event: Any) -> None:
+        """Make ``stream`` wait for ``event`` without blocking the host (no-op on cpu)."""
+        if stream is not None and event is not None:
+            stream.wait_event(event)
+
+    def pinned(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A host buffer: page-locked on an accelerator (fast, asynchronous copies), plain on cpu."""
+        return torch.empty(shape, dtype=dtype, pin_memory=self.is_accelerator)
+
+    def synchronize(self) -> None:
+        """Wait for all queued work on the device."""
+        synchronize(self.device)
+
+    @contextlib.contextmanager
+    def inference(self) -> Iterator[None]:
+        """Inference mode for the calling thread (no autograd bookkeeping on any device)."""
+        with torch.inference_mode():
+            yield

@@ -11,6 +11,7 @@ from app.audio.stitcher import Stitcher, StitchSchedule
 
 SPT = 480
 
+BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)
 DEFAULT = StitchSchedule.from_seconds(2.0, 0.2, 2.0, 10.0, 3.0, 12.0)
 LOW_LATENCY = StitchSchedule.from_seconds(0.5, 0.2, 2.0, 10.0, 3.0, 12.0)
 SCHEDULES = {
@@ -23,6 +24,9 @@ SCHEDULES = {
     "no_crossfade": StitchSchedule(6, 2.0, 20, 2, 2, 0),
     "wide_crossfade": StitchSchedule(2, 3.0, 30, 1, 1, 5000),
     "one_token": StitchSchedule(1, 1.0, 1, 0, 1, 288),
+    "bucketed": StitchSchedule.from_seconds(2.0, 0.2, 2.0, 10.0, 3.0, 12.0, buckets=BUCKETS),
+    "bucketed_small": StitchSchedule(4, 2.0, 10, 2, 3, 288, buckets=(4, 8, 12, 20)),
+    "bucketed_no_future": StitchSchedule(5, 1.5, 12, 0, 4, 288, buckets=(3, 6, 9, 16)),
 }
 
 
@@ -201,12 +205,12 @@ async def test_decode_calls_follow_windows(name: str) -> None:
     codes = random_codes(1234 if schedule.first_tokens > 1 else 300)
     decoder = FakeDecoder(context=False)
     await stitch(schedule, codes, [1] * 40 + [333], decoder)
-    expected = []
-    for i, (s, e) in enumerate(schedule.windows(len(codes))):
-        last = i == len(schedule.windows(len(codes))) - 1
-        stop = len(codes) if last else e + schedule.future_tokens
-        expected.append(codes[max(0, s - schedule.past_tokens) : stop])
+    expected = [codes[lo:stop] for _, _, lo, stop in schedule.plan(len(codes))]
     assert decoder.calls == expected
+    for i, (s, e, lo, stop) in enumerate(schedule.plan(len(codes))):
+        assert lo <= max(0, s - schedule.past_tokens) and s < e <= stop  # at least the past context
+        if i < len(schedule.windows(len(codes))) - 1:
+            assert stop == e + schedule.future_tokens
 
 
 @pytest.mark.parametrize("name", SCHEDULES)
@@ -300,3 +304,34 @@ async def test_flush_ends_the_stream() -> None:
     assert await stitcher.flush() == []
     with pytest.raises(RuntimeError):
         await stitcher.push([7])
+
+
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 100, 130, 257, 700, 1234, 5000])
+def test_bucketed_decode_lengths_come_from_the_buckets(n: int) -> None:
+    schedule = SCHEDULES["bucketed"]
+    plan = schedule.plan(n)
+    for start, end, lo, stop in plan[:-1]:
+        assert stop - lo in BUCKETS and end > start
+    if plan:
+        start, end, lo, stop = plan[-1]
+        need = end - max(0, start - schedule.past_tokens)
+        fits = [b for b in BUCKETS if need <= b <= n]
+        assert stop - lo == (fits[0] if fits else need)  # the smallest bucket that fits, or no padding
+    assert [e for _, e, _, _ in plan][-1:] == ([n] if n else [])
+
+
+def test_bucketed_schedule_rounds_to_the_nearest_bucket() -> None:
+    schedule = SCHEDULES["bucketed"]  # first 100, future 10, past 150, growth 2, max 500
+    assert [(lo, stop) for _, _, lo, stop in schedule.plan(2000)[:4]] == [
+        (0, 96),  # 0 + 100 + 10 = 110 -> 96 (nearer than 128)
+        (0, 256),  # past 86 + 200 + 10 = 296 -> 256
+        (96, 608),  # past 150 + 400 + 10 = 560 -> 512
+        (448, 1216),  # past 150 + 500 + 10 = 660 -> 768
+    ]
+    assert schedule.first_own == 86
+
+
+@pytest.mark.parametrize("buckets", [(0, 5), (5, 3), (4, 4), (2.5,)])
+def test_bad_buckets_are_rejected(buckets: tuple) -> None:
+    with pytest.raises(ValueError, match="buckets"):
+        StitchSchedule(4, 2.0, 10, 2, 3, 288, buckets=buckets)

@@ -14,7 +14,8 @@ import torch
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import NeuCodecEncoder
 from app.codec.neucodec.loading import load_encoder
-from app.codec.worker import CodecWorker, CodecWorkerClosed, EncoderUnavailable
+from app.codec.batcher import BatcherClosed
+from app.codec.worker import CodecOptions, CodecWorker, EncoderUnavailable
 from app.errors import Unavailable
 
 HOP = 480
@@ -86,7 +87,7 @@ async def test_queued_encodes_run_in_batches_in_arrival_order(
     tiny_decoder: NeuCodecDecoder, tiny_encoder: NeuCodecEncoder
 ) -> None:
     gate = GatedEncoder(tiny_encoder)
-    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate, max_encode_batch=2)  # type: ignore[arg-type]
+    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate, options=CodecOptions(max_encode_batch=2))  # type: ignore[arg-type]
     codec.start()
     try:
         clips = [noise(1000 + 100 * i, i) for i in range(6)]
@@ -165,10 +166,10 @@ async def test_close_fails_queued_encodes(
     queued = asyncio.create_task(codec.encode(noise(1000, 1)))
     await asyncio.sleep(0)
     closing = asyncio.create_task(codec.close())
-    with pytest.raises(CodecWorkerClosed, match="stopped before this encode ran"):
+    with pytest.raises(BatcherClosed, match="stopped before this encode ran"):
         await queued
     gate.release.set()
     await closing
     assert len(await running) == 3
-    with pytest.raises(CodecWorkerClosed):
+    with pytest.raises(BatcherClosed):
         await codec.encode(noise(1000, 2))

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from app.codec.neucodec.decoder import NeuCodecDecoder
-from app.codec.worker import CodecWorker, CodecWorkerClosed
+from app.codec.batcher import BatcherClosed
+from app.codec.worker import CodecWorker
 
 HOP = 480
 
@@ -26,7 +27,7 @@ class GatedDecoder:
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
         self.calls.append(codes.shape[1])
         self.entered.set()
         assert self.release.wait(timeout=30)
@@ -34,7 +35,7 @@ class GatedDecoder:
 
 
 def _worker_threads() -> set[threading.Thread]:
-    return {thread for thread in threading.enumerate() if thread.name == "codec-worker"}
+    return {thread for thread in threading.enumerate() if thread.name.startswith("decode-")}
 
 
 @pytest.fixture
@@ -127,7 +128,7 @@ async def test_close_fails_queued_items_finishes_current_and_joins(
     closing = asyncio.create_task(codec.close())
     await asyncio.sleep(0.05)
     assert not closing.done()  # waiting for the running item, without blocking the loop
-    with pytest.raises(CodecWorkerClosed, match="stopped before this decode ran"):
+    with pytest.raises(BatcherClosed, match="stopped before this decode ran"):
         await queued
     gate.release.set()
     await closing
@@ -135,7 +136,7 @@ async def test_close_fails_queued_items_finishes_current_and_joins(
     assert gate.calls == [3]
     assert not codec.running
     assert _worker_threads() <= threads_before
-    with pytest.raises(CodecWorkerClosed):
+    with pytest.raises(BatcherClosed):
         await codec.decode([1])
     await codec.close()  # idempotent
 
@@ -175,7 +176,7 @@ async def test_decode_before_start_and_double_start(
     tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
 ) -> None:
     codec = CodecWorker(tiny_decoder, "cpu")
-    with pytest.raises(CodecWorkerClosed, match="not running"):
+    with pytest.raises(BatcherClosed, match="not running"):
         await codec.decode([1])
     codec.start()
     try:

@@ -41,6 +41,18 @@ class NeuCodecDecoder(nn.Module):
         self.fc_post_a = nn.Linear(config.vq_dim, config.hidden_dim)
         self.generator = Generator(config)
 
+    def cast(self, dtype: torch.dtype) -> NeuCodecDecoder:
+        """Run the network in ``dtype`` (bf16/fp16 for throughput); the ISTFT and its window stay float32,
+        so the output is float32 audio either way. Returns self."""
+        for part in (
+            self.fc_post_a,
+            self.generator.quantizer,
+            self.generator.backbone,
+            self.generator.head.out,
+        ):
+            part.to(dtype)
+        return self
+
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
         """``[B, T]`` int codes (already validated, on this module's device) -> ``[B, T * hop]`` audio."""
         x = self.fc_post_a(self.generator.quantizer(codes))  # [B, T, hidden_dim]
@@ -61,7 +73,7 @@ class NeuCodecDecoder(nn.Module):
         weight = self.fc_post_a.weight
         batch, time = codes.shape
         if time == 0:
-            return torch.zeros(batch, 0, device=weight.device, dtype=weight.dtype)
+            return torch.zeros(batch, 0, device=weight.device)
         low, high = int(codes.min()), int(codes.max())
         if low < 0 or high >= self.config.codebook_size:
             bad = low if low < 0 else high

@@ -51,7 +51,9 @@ class ISTFT(nn.Module):
 class ISTFTHead(nn.Module):
     """``out`` projects hidden frames to log-magnitude and phase; ``istft`` makes the waveform.
 
-    Input: ``[B, T, hidden_dim]``. Output: ``[B, T * hop_length]``.
+    Input: ``[B, T, hidden_dim]`` in the module's dtype. Output: ``[B, T * hop_length]`` float32: the
+    spectrum and the ISTFT are computed in float32 whatever the weights' dtype (bf16 has no complex type,
+    and exp() of a bf16 log-magnitude would cost the audio its precision).
     """
 
     def __init__(self, hidden_dim: int, n_fft: int, hop_length: int) -> None:
@@ -60,7 +62,7 @@ class ISTFTHead(nn.Module):
         self.istft = ISTFT(n_fft, hop_length)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        log_mag, phase = self.out(x).chunk(2, dim=-1)  # each [B, T, n_fft // 2 + 1]
+        log_mag, phase = self.out(x).float().chunk(2, dim=-1)  # each [B, T, n_fft // 2 + 1]
         mag = log_mag.exp().clamp(max=MAX_MAGNITUDE)
         spec = torch.complex(mag * phase.cos(), mag * phase.sin())
         return self.istft(spec)

@@ -1,0 +1,120 @@
+"""DecodeRunner: a batch of equal-length code windows -> their audio, on one device.
+
+Two steps, on two threads, so that getting the next batch onto the device overlaps the current compute:
+
+- ``prepare`` (collector thread): the rows go into a pinned host buffer taken from a pool (reused across
+  batches of the same shape), are copied to the device on the copy stream, and an event marks the copy.
+- ``run`` (worker thread, which owns the device): the compute stream waits for that event, then replays
+  the CUDA graph of the shape (padded up to a captured batch size with copies of a real row; rows never
+  mix, so padding changes no real row) or runs the decoder eagerly (or compiled), and the real rows come
+  back to the host.
+
+On cpu there are no streams and no pinning; the same calls run synchronously.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from app.codec.device import DeviceOps
+from app.codec.graphs import GraphPool
+
+Forward = Callable[[torch.Tensor], torch.Tensor]  # [B, T] int64 codes -> [B, T * hop] float audio
+
+
+@dataclass
+class PreparedBatch:
+    """Rows on their way to the device: ``codes`` ``[padded, T]``, ready once ``copied`` has fired."""
+
+    rows: int
+    codes: torch.Tensor
+    copied: Any  # device event (None on cpu)
+    host: torch.Tensor  # the pooled host buffer, returned to the pool after the run
+
+
+class HostBufferPool:
+    """Pinned (on accelerators) int64 host buffers by shape, handed out and returned across threads."""
+
+    def __init__(self, ops: DeviceOps) -> None:
+        self._ops = ops
+        self._free: dict[tuple[int, int], list[torch.Tensor]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, shape: tuple[int, int]) -> torch.Tensor:
+        """A free buffer of ``shape`` (new if none is free)."""
+        with self._lock:
+            free = self._free.get(shape)
+            if free:
+                return free.pop()
+        return self._ops.pinned(shape, torch.long)
+
+    def give(self, buffer: torch.Tensor) -> None:
+        """Return ``buffer`` once no copy reads it any more."""
+        with self._lock:
+            self._free.setdefault((buffer.shape[0], buffer.shape[1]), []).append(buffer)
+
+
+class DecodeRunner:
+    """Decodes batches of equal-length windows with ``forward`` on ``ops.device``.
+
+    ``forward`` is the decoder module (or its compiled form): ``[B, T]`` codes -> ``[B, T * hop]``.
+    Codes must already be validated (the batcher checks them on submit), so no step here syncs the host.
+    """
+
+    def __init__(self, forward: Forward, ops: DeviceOps, graphs: GraphPool | None = None) -> None:
+        self._forward = forward
+        self._ops = ops
+        self.graphs = graphs
+        self._buffers = HostBufferPool(ops)
+        self._copy_stream: Any = None
+        self._compute_stream: Any = None
+
+    def bind_thread(self) -> None:
+        """Called first on each thread that uses the runner: the device becomes current there."""
+        self._ops.bind_thread()
+        if self._ops.is_accelerator and self._copy_stream is None:
+            self._copy_stream = self._ops.new_stream()
+            self._compute_stream = self._ops.new_stream()
+
+    def padded_rows(self, rows: int) -> int:
+        """Rows actually computed for a batch of ``rows``: the next captured batch size with graphs."""
+        if self.graphs is None:
+            return rows
+        padded = self.graphs.padded_batch(rows)
+        return rows if padded is None else padded
+
+    def prepare(self, rows: list[list[int]]) -> PreparedBatch:
+        """Stage ``rows`` (equal lengths) for ``run``: pooled host buffer, asynchronous copy to the device."""
+        length = len(rows[0])
+        padded = self.padded_rows(len(rows))
+        host = self._buffers.take((padded, length))
+        host[: len(rows)] = torch.tensor(rows, dtype=torch.long)
+        if padded > len(rows):
+            host[len(rows) :] = host[0]
+        if not self._ops.is_accelerator:
+            return PreparedBatch(len(rows), host, None, host)
+        with self._ops.on(self._copy_stream):
+            codes = host.to(self._ops.device, non_blocking=True)
+        return PreparedBatch(len(rows), codes, self._ops.record(self._copy_stream), host)
+
+    def run(self, batch: PreparedBatch) -> tuple[list[np.ndarray], bool]:
+        """Decode a prepared batch: float32 audio ``(T * hop,)`` per real row, and whether a graph ran."""
+        try:
+            with self._ops.on(self._compute_stream):
+                self._ops.wait(self._compute_stream, batch.copied)
+                if self._compute_stream is not None:
+                    batch.codes.record_stream(self._compute_stream)  # allocated on the copy stream
+                graph = None
+                if self.graphs is not None:
+                    graph = self.graphs.get(batch.codes.shape[0], batch.codes.shape[1])
+                audio = graph.replay(batch.codes) if graph is not None else self._forward(batch.codes)
+                host = audio[: batch.rows].to(device="cpu", dtype=torch.float32)  # waits for the compute
+        finally:
+            self._buffers.give(batch.host)
+        return [row.numpy() for row in host], graph is not None
