@@ -320,6 +320,8 @@ class Batcher(Generic[T, R, P]):
             self._execute(batch)  # type: ignore[arg-type]
 
     def _execute(self, batch: _Batch[T, R, P]) -> None:
+        if all(item.future.cancelled() for item in batch.items):  # every caller gave up while it waited
+            return
         started = time.time_ns()
         graph = False
         try:

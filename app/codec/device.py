@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -134,12 +133,15 @@ class DeviceOps:
         """A host buffer: page-locked on an accelerator (fast, asynchronous copies), plain on cpu."""
         return torch.empty(shape, dtype=dtype, pin_memory=self.is_accelerator)
 
+    def to_device(self, host: torch.Tensor) -> torch.Tensor:
+        """``host`` on the device, copied asynchronously on the current stream (itself on cpu)."""
+        return host.to(self.device, non_blocking=True)
+
+    def used_on(self, tensor: torch.Tensor, stream: Any) -> None:
+        """Tell the caching allocator that ``tensor``, made on another stream, is used on ``stream``."""
+        if stream is not None:
+            tensor.record_stream(stream)
+
     def synchronize(self) -> None:
         """Wait for all queued work on the device."""
         synchronize(self.device)
-
-    @contextlib.contextmanager
-    def inference(self) -> Iterator[None]:
-        """Inference mode for the calling thread (no autograd bookkeeping on any device)."""
-        with torch.inference_mode():
-            yield

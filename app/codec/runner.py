@@ -100,7 +100,7 @@ class DecodeRunner:
         if not self._ops.is_accelerator:
             return PreparedBatch(len(rows), host, None, host)
         with self._ops.on(self._copy_stream):
-            codes = host.to(self._ops.device, non_blocking=True)
+            codes = self._ops.to_device(host)
         return PreparedBatch(len(rows), codes, self._ops.record(self._copy_stream), host)
 
     def run(self, batch: PreparedBatch) -> tuple[list[np.ndarray], bool]:
@@ -108,8 +108,7 @@ class DecodeRunner:
         try:
             with self._ops.on(self._compute_stream):
                 self._ops.wait(self._compute_stream, batch.copied)
-                if self._compute_stream is not None:
-                    batch.codes.record_stream(self._compute_stream)  # allocated on the copy stream
+                self._ops.used_on(batch.codes, self._compute_stream)  # allocated on the copy stream
                 graph = None
                 if self.graphs is not None:
                     graph = self.graphs.get(batch.codes.shape[0], batch.codes.shape[1])

@@ -61,7 +61,7 @@ class CodecWorker:
     def __init__(
         self,
         decoder: NeuCodecDecoder,
-        device: torch.device | str,
+        device: torch.device | str | DeviceOps,
         *,
         encoder: NeuCodecEncoder | None = None,
         options: CodecOptions | None = None,
@@ -74,7 +74,7 @@ class CodecWorker:
         self._codebook_size = decoder.config.codebook_size
         self._hop = decoder.config.hop_length
         self._encoder = encoder
-        self.ops = DeviceOps(device)
+        self.ops = device if isinstance(device, DeviceOps) else DeviceOps(device)
         opts = self.options
         graphs = None
         if opts.cuda_graphs and self.ops.supports_graphs and not opts.compile:

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from app.codec.batcher import BatcherClosed
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import NeuCodecEncoder
 from app.codec.neucodec.loading import load_encoder
-from app.codec.batcher import BatcherClosed
 from app.codec.worker import CodecOptions, CodecWorker, EncoderUnavailable
 from app.errors import Unavailable
 

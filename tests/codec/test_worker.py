@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.batcher import BatcherClosed
+from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.worker import CodecWorker
 
 HOP = 480
