@@ -1,20 +1,25 @@
-"""Codec throughput through CodecWorker: audio seconds decoded (or encoded) per wall second.
+"""Codec throughput: audio seconds produced per wall second, per engine configuration, in one run.
 
-    python -m bench.codec_bench [--mode decode|encode] [--codec-dir DIR] [--device ""|cpu|cuda] [--out F.json]
+    python -m bench.codec_bench [--mode decode|encode] [--codec-dir DIR] [--device ""|cpu|cuda]
+        [--engines baseline,batched,batched+bf16] [--streams 1,8] [--seconds 20] [--rate 0] [--out F.json]
 
-Decode mode (the default):
+Decode mode (the default) compares engines in the same run, stream count by stream count:
 
-Each stream behaves like one streaming request: it decodes windows of ``--windows`` codes in turn
-(default 100, 200, 400 codes = 2, 4, 8 s of audio, past context included, as a stitcher's growing
-windows would), ``--repeats`` times, awaiting each window before sending the next. All streams share
-one ``CodecWorker``, which decodes one window at a time, so more streams mean longer queues, not more
-throughput: this is the baseline a cross-request batcher has to beat. Codes are uniform random from a
-fixed seed; one warmup decode per window size runs first and is not counted.
+- ``baseline``: the unbatched fp32 eager decoder, one window at a time, the stitcher's natural windows;
+- ``batched``: cross-request batching (2 ms window, up to 16) with bucketed window lengths, fp32;
+- ``+bf16``: the decoder in bfloat16 (float32 ISTFT); ``+graphs``: CUDA graphs per (batch, bucket);
+  ``+compile``: torch.compile (inductor).
+
+Each of N concurrent streams speaks random utterances (``--utterance-s``, default 3 to 12 s; about
+``--seconds`` of audio per stream) through a real ``Stitcher`` with the server's default schedule, fed
+10 codes at a time at ``--rate`` codes/s (0 = as fast as possible: the throughput ceiling; 50 = real
+time). Throughput counts the audio the streams emit (context decoded twice is cost, not output).
+Decode waits are per window, from the stitcher's call to its result. One warmup decode per window
+length first. The precision row gives each dtype's SNR against float32 on the same windows.
 
 The decoder is an official-size random checkpoint (speed does not depend on the weight values),
 written to a temp dir by our fixtures tool unless ``--codec-dir`` names a directory that already holds
-one (an empty or missing ``--codec-dir`` is written and kept, to reuse next time). Throughput counts
-all decoded audio, context included; latency is from enqueue to result, per window.
+one (an empty or missing ``--codec-dir`` is written and kept, to reuse next time).
 
 Encode mode (``--mode encode``, what voice conversion pays per reference clip): each stream encodes
 clips of ``--clips`` seconds (default 5 and 10 s of 16 kHz noise) in turn, ``--repeats`` times. Streams
@@ -37,17 +42,22 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from app.audio.stitcher import Stitcher, StitchSchedule
+from app.codec.batcher import BatchStats
 from app.codec.device import resolve_device
 from app.codec.neucodec.config import NeuCodecConfig
+from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import frames_for
 from app.codec.neucodec.encoder_config import SAMPLE_RATE
 from app.codec.neucodec.loading import PICKLE_FILE, SAFETENSORS_FILE, load_decoder, load_encoder
-from app.codec.worker import CodecWorker
+from app.codec.worker import CodecOptions, CodecWorker
 from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -82,62 +92,175 @@ def prepare_checkpoint(
     return target, kind
 
 
-async def stream(worker: CodecWorker, windows: list[list[int]], latencies: list[float]) -> float:
-    """Decode ``windows`` one after another; append each latency (s); return audio samples decoded."""
-    samples = 0
-    for codes in windows:
+Decode = Callable[[list[int]], Awaitable[np.ndarray]]
+SCHEDULE_SECONDS = (2.0, 0.2, 2.0, 10.0, 3.0, 12.0)
+"""The server's default stitcher schedule (DEFAULT_PLAYBACK_SPEED, DEFAULT_PLAYBACK_OVERLAP_SPEED,
+STREAM_CHUNK_GROWTH, STREAM_MAX_CHUNK_S, STREAM_PAST_CONTEXT_S, CROSSFADE_MS); a test keeps them in step."""
+BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # CODEC_BUCKETS' default
+DELTA_CODES = 10  # codes per LM delta pushed into the stitcher
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine configuration the bench compares: batching, buckets, dtype, graphs, compile."""
+
+    name: str
+    batched: bool
+    dtype: str = "float32"
+    graphs: bool = False
+    compile: bool = False
+
+    def options(self) -> CodecOptions:
+        if not self.batched:  # the unbatched baseline: one window at a time, natural window lengths
+            return CodecOptions(max_batch=1, window_s=0.0)
+        return CodecOptions(
+            max_batch=16,
+            window_s=0.002,
+            cuda_graphs=self.graphs,
+            graph_lengths=BUCKETS if self.graphs else (),
+            max_graphs=128,
+            compile=self.compile,
+        )
+
+    def schedule(self) -> StitchSchedule:
+        return StitchSchedule.from_seconds(*SCHEDULE_SECONDS, buckets=BUCKETS if self.batched else ())
+
+
+ENGINES = {
+    "baseline": Engine("baseline", batched=False),
+    "batched": Engine("batched", batched=True),
+    "batched+bf16": Engine("batched+bf16", batched=True, dtype="bfloat16"),
+    "batched+graphs": Engine("batched+graphs", batched=True, graphs=True),
+    "batched+bf16+graphs": Engine("batched+bf16+graphs", batched=True, dtype="bfloat16", graphs=True),
+    "batched+compile": Engine("batched+compile", batched=True, compile=True),
+    "batched+bf16+compile": Engine("batched+bf16+compile", batched=True, dtype="bfloat16", compile=True),
+}
+
+
+def utterances(
+    rng: np.random.Generator, seconds: float, low_s: float, high_s: float, vocab: int
+) -> list[list[int]]:
+    """Random utterances of ``low_s``..``high_s`` seconds (50 codes/s) adding up to ``seconds``."""
+    plan, total = [], 0.0
+    while total < seconds:
+        length = float(rng.uniform(low_s, high_s))
+        plan.append(rng.integers(0, vocab, round(length * 50)).tolist())
+        total += length
+    return plan
+
+
+async def speak(
+    decode: Decode, schedule: StitchSchedule, codes: list[int], rate: float, waits: list[float]
+) -> int:
+    """One utterance through a real Stitcher, fed ``DELTA_CODES`` at a time at ``rate`` codes/s (0 = as
+    fast as possible); appends each decode's wait (s) to ``waits``; returns the samples emitted."""
+
+    async def timed(window: list[int]) -> np.ndarray:
         started = time.perf_counter()
-        audio = await worker.decode(codes)
-        latencies.append(time.perf_counter() - started)
-        samples += audio.shape[0]
+        audio = await decode(window)
+        waits.append(time.perf_counter() - started)
+        return audio
+
+    stitcher = Stitcher(timed, schedule)
+    samples = 0
+    started = time.perf_counter()
+    for pos in range(0, len(codes), DELTA_CODES):
+        if rate > 0:  # the LM's pace: this delta exists only at pos / rate
+            await asyncio.sleep(max(0.0, started + pos / rate - time.perf_counter()))
+        for chunk in await stitcher.push(codes[pos : pos + DELTA_CODES]):
+            samples += chunk.shape[0]
+    for chunk in await stitcher.flush():
+        samples += chunk.shape[0]
     return samples
 
 
+def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
+    """10 log10(|ref|^2 / |ref - other|^2)."""
+    noise = float(np.sum((reference - other) ** 2))
+    return float(10 * np.log10(float(np.sum(reference**2)) / max(noise, 1e-30)))
+
+
 async def measure(
-    worker: CodecWorker, config: NeuCodecConfig, n_streams: int, sizes: list[int], repeats: int, seed: int
-) -> dict[str, float]:
-    """Run ``n_streams`` concurrent streams; throughput and latency percentiles."""
-    rng = np.random.default_rng(seed)
-    plans = [
-        [rng.integers(0, config.codebook_size, size).tolist() for _ in range(repeats) for size in sizes]
-        for _ in range(n_streams)
-    ]
-    latencies: list[float] = []
-    started = time.perf_counter()
-    samples = await asyncio.gather(*(stream(worker, plan, latencies) for plan in plans))
-    wall = time.perf_counter() - started
-    audio_s = sum(samples) / config.sample_rate
-    ms = np.asarray(latencies) * 1000
+    engine: Engine, decoder: NeuCodecDecoder, device: torch.device, n_streams: int, args: argparse.Namespace
+) -> dict[str, object]:
+    """``n_streams`` concurrent streams of utterances through one engine: throughput, batches, waits."""
+    worker = CodecWorker(decoder, device, options=engine.options())
+    worker.start()
+    schedule = engine.schedule()
+    try:
+        rng = np.random.default_rng(args.seed)
+        for length in sorted({stop - lo for _, _, lo, stop in schedule.plan(2000)}):  # warm every length
+            await worker.decode(rng.integers(0, decoder.config.codebook_size, length).tolist())
+        worker.decoder_batcher.stats = BatchStats()
+        plans = [
+            utterances(np.random.default_rng(args.seed + i), args.seconds, *args.utterance_s,
+                       decoder.config.codebook_size)
+            for i in range(n_streams)
+        ]  # fmt: skip
+        waits: list[float] = []
+
+        async def one_stream(plan: list[list[int]]) -> int:
+            return sum([await speak(worker.decode, schedule, codes, args.rate, waits) for codes in plan])
+
+        started = time.perf_counter()
+        samples = await asyncio.gather(*(one_stream(plan) for plan in plans))
+        wall = time.perf_counter() - started
+    finally:
+        await worker.close()
+    stats = worker.decoder_batcher.stats
+    audio_s = sum(samples) / decoder.config.sample_rate
+    ms = np.asarray(waits) * 1000
     return {
+        "engine": engine.name,
         "streams": n_streams,
-        "decodes": len(latencies),
+        "decodes": len(waits),
         "audio_s": round(audio_s, 2),
         "wall_s": round(wall, 3),
         "audio_s_per_s": round(audio_s / wall, 2),
-        "latency_ms_p50": round(float(np.percentile(ms, 50)), 1),
-        "latency_ms_p95": round(float(np.percentile(ms, 95)), 1),
-        "latency_ms_max": round(float(ms.max()), 1),
+        "batch_sizes": {str(size): count for size, count in sorted(stats.sizes.items())},
+        "mean_batch": round(
+            sum(k * v for k, v in stats.sizes.items()) / max(1, sum(stats.sizes.values())), 2
+        ),
+        "graph_hits": stats.graph_hits,
+        "wait_ms_p50": round(float(np.percentile(ms, 50)), 1),
+        "wait_ms_p95": round(float(np.percentile(ms, 95)), 1),
     }
 
 
+def precision(decoders: dict[str, NeuCodecDecoder], device: torch.device, seed: int) -> dict[str, float]:
+    """SNR (dB) of each dtype's decode against float32 on the same random windows (lowest of four)."""
+    rng = np.random.default_rng(seed)
+    codes = torch.from_numpy(rng.integers(0, 65536, (4, 256))).to(device)
+    with torch.inference_mode():
+        reference = decoders["float32"](codes).float().cpu().numpy()
+        return {
+            dtype: round(
+                min(snr_db(r, o) for r, o in zip(reference, dec(codes).float().cpu().numpy(), strict=True)), 1
+            )
+            for dtype, dec in decoders.items()
+            if dtype != "float32"
+        }
+
+
 async def run(
-    codec_dir: Path, device: torch.device, streams: list[int], sizes: list[int], repeats: int, seed: int
-) -> tuple[NeuCodecConfig, list[dict[str, float]]]:
-    """Load the decoder, warm up, and measure each stream count in turn."""
-    decoder = await asyncio.to_thread(load_decoder, str(codec_dir), device)
-    worker = CodecWorker(decoder, device)
-    worker.start()
-    try:
-        rng = np.random.default_rng(seed)
-        for size in sizes:
-            await worker.decode(rng.integers(0, decoder.config.codebook_size, size).tolist())
-        rows = []
-        for n in streams:
-            rows.append(await measure(worker, decoder.config, n, sizes, repeats, seed + n))
-            print(f"  {n} stream(s): {rows[-1]['audio_s_per_s']} audio s / s", file=sys.stderr)
-    finally:
-        await worker.close()
-    return decoder.config, rows
+    codec_dir: Path, device: torch.device, engines: list[Engine], args: argparse.Namespace
+) -> tuple[NeuCodecConfig, list[dict[str, object]], dict[str, float]]:
+    """Load the decoder (and its bf16 copy when an engine needs it) and measure every engine for
+    every stream count, engines interleaved per stream count so they share the machine's state."""
+    decoders = {"float32": await asyncio.to_thread(load_decoder, str(codec_dir), device)}
+    for dtype in sorted({e.dtype for e in engines} - {"float32"}):
+        decoders[dtype] = (await asyncio.to_thread(load_decoder, str(codec_dir), device)).cast(
+            getattr(torch, dtype)
+        )
+    rows = []
+    for n in args.streams:
+        for engine in engines:
+            rows.append(await measure(engine, decoders[engine.dtype], device, n, args))
+            base = next(r for r in rows if r["engine"] == engines[0].name and r["streams"] == n)
+            rows[-1]["vs_first"] = round(rows[-1]["audio_s_per_s"] / base["audio_s_per_s"], 2)  # type: ignore[operator]
+            print(f"  {n} stream(s) {engine.name}: {rows[-1]['audio_s_per_s']} audio s / s "
+                  f"(x{rows[-1]['vs_first']})", file=sys.stderr)  # fmt: skip
+    return decoders["float32"].config, rows, precision(decoders, device, args.seed)
 
 
 async def encode_stream(worker: CodecWorker, clips: list[np.ndarray], latencies: list[float]) -> float:
@@ -201,8 +324,24 @@ async def run_encode(
     return decoder.config, rows
 
 
-def table(rows: list[dict[str, float]], unit: str = "decodes") -> str:
-    """One line per stream count."""
+def decode_table(rows: list[dict[str, object]]) -> str:
+    """One line per (stream count, engine)."""
+    head = (
+        f"{'streams':>8} {'engine':<22}{'decodes':>8}{'audio s':>9}{'wall s':>8}{'audio s/s':>10}"
+        f"{'x first':>8}{'batch':>7}{'p50 ms':>8}{'p95 ms':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['streams']:>8} {r['engine']:<22}{r['decodes']:>8}{r['audio_s']:>9.1f}{r['wall_s']:>8.1f}"
+            f"{r['audio_s_per_s']:>10.2f}{r['vs_first']:>8.2f}{r['mean_batch']:>7.2f}"
+            f"{r['wait_ms_p50']:>8.0f}{r['wait_ms_p95']:>8.0f}"
+        )
+    return "\n".join(lines)
+
+
+def table(rows: list[dict[str, float]], unit: str = "encodes") -> str:
+    """One line per stream count (encode mode)."""
     head = f"{'streams':>8}{unit:>9}{'audio s':>10}{'wall s':>9}{'audio s/s':>11}{'p50 ms':>9}{'p95 ms':>9}"
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -229,16 +368,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--codec-dir", type=Path, help="checkpoint dir to reuse, or to write once and keep")
     parser.add_argument("--tiny", action="store_true", help="tiny random codec (checks the bench itself)")
     parser.add_argument("--device", default="", help='"" = cuda if available, else cpu')
-    parser.add_argument("--streams", type=_ints, default=[1, 4, 8], help="comma-separated stream counts")
-    parser.add_argument("--windows", type=_ints, default=[100, 200, 400], help="codes per window, in order")
+    parser.add_argument("--streams", type=_ints, default=[1, 8], help="comma-separated stream counts")
+    parser.add_argument("--engines", default="", help=f"decode: comma-separated, of {', '.join(ENGINES)}")
+    parser.add_argument("--seconds", type=float, default=20.0, help="decode: audio seconds per stream")
+    parser.add_argument(
+        "--utterance-s", type=_floats, default=[3.0, 12.0], help="decode: utterance length range"
+    )
+    parser.add_argument("--rate", type=float, default=0.0, help="decode: codes/s per stream; 0 = no pacing")
     parser.add_argument("--clips", type=_floats, default=[5.0, 10.0], help="encode: clip seconds, in order")
-    parser.add_argument("--repeats", type=int, default=1, help="passes over --windows/--clips per stream")
+    parser.add_argument("--repeats", type=int, default=1, help="encode: passes over --clips per stream")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
 
     device = resolve_device(args.device)
     encode = args.mode == "encode"
+    default = "baseline,batched,batched+bf16" + (
+        ",batched+graphs,batched+bf16+graphs" if device.type == "cuda" else ""
+    )
+    engines = [ENGINES[name.strip()] for name in (args.engines or default).split(",") if name.strip()]
+    snr: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         codec_dir, kind = prepare_checkpoint(args.codec_dir, Path(tmp), args.tiny, args.seed, encode)
         started = time.perf_counter()
@@ -247,9 +396,7 @@ def main(argv: list[str] | None = None) -> None:
                 run_encode(codec_dir, device, args.streams, args.clips, args.repeats, args.seed)
             )
         else:
-            config, rows = asyncio.run(
-                run(codec_dir, device, args.streams, args.windows, args.repeats, args.seed)
-            )
+            config, rows, snr = asyncio.run(run(codec_dir, device, engines, args))
     report = {
         "bench": "codec",
         "mode": args.mode,
@@ -261,15 +408,28 @@ def main(argv: list[str] | None = None) -> None:
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "platform": platform.platform(),
-        **({"clips_s": args.clips} if encode else {"windows": args.windows}),
-        "repeats": args.repeats,
+        **(
+            {"clips_s": args.clips, "repeats": args.repeats}
+            if encode
+            else {
+                "engines": [engine.name for engine in engines],
+                "seconds_per_stream": args.seconds,
+                "utterance_s": args.utterance_s,
+                "rate_codes_per_s": args.rate,
+                "schedule_s": SCHEDULE_SECONDS,
+                "buckets": BUCKETS,
+                "snr_db_vs_float32": snr,
+            }
+        ),
         "seed": args.seed,
         "elapsed_s": round(time.perf_counter() - started, 1),
         "results": rows,
     }
     text = json.dumps(report)
     print(text)
-    print(table(rows, "encodes" if encode else "decodes"), file=sys.stderr)
+    print(table(rows) if encode else decode_table(rows), file=sys.stderr)
+    if snr:
+        print(f"SNR vs float32 (dB): {snr}", file=sys.stderr)
     if args.out:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         path = RESULTS_DIR / Path(args.out).name

@@ -182,8 +182,8 @@ class Batcher(Generic[T, R, P]):
         self._timeout_s = timeout_s
         self._bind_thread = bind_thread
         self._warmup = warmup
-        self.stats = BatchStats()
-        self._observers: list[BatchObserver] = [self.stats] + ([observer] if observer is not None else [])
+        self.stats = BatchStats()  # replaceable (a bench resets it between runs)
+        self._observer = observer
         self._spans: SpanRecorder = spans if spans is not None else NoSpans()
         self._queue: queue.SimpleQueue[_Item[T, R] | object] = queue.SimpleQueue()
         self._handoff: queue.Queue[_Batch[T, R, P] | object] = queue.Queue(maxsize=1)
@@ -195,6 +195,9 @@ class Batcher(Generic[T, R, P]):
     def running(self) -> bool:
         """True between ``start()`` and ``close()``."""
         return bool(self._threads) and not self._closed
+
+    def _observers(self) -> list[BatchObserver]:
+        return [self.stats] if self._observer is None else [self.stats, self._observer]
 
     def start(self) -> None:
         """Start the collector and the worker threads."""
@@ -259,7 +262,7 @@ class Batcher(Generic[T, R, P]):
             if first is _STOP:
                 break
             items, stopping = self._gather(first)  # type: ignore[arg-type]
-            for observer in self._observers:
+            for observer in self._observers():
                 observer.set_codec_queue_depth(self.name, self._queue.qsize())
             if stopping or self._closed:  # fail these with the rest of the queue
                 self._fail(items, self._closed_error())
@@ -331,7 +334,7 @@ class Batcher(Generic[T, R, P]):
             results = [exc] * len(batch.items)
         finished = time.time_ns()
         size = len(batch.items)
-        for observer in self._observers:
+        for observer in self._observers():
             observer.observe_codec_batch(self.name, size, (finished - started) / 1e9, graph)
             for item in batch.items:
                 observer.observe_codec_queue_wait(self.name, (batch.collected_ns - item.submitted_ns) / 1e9)

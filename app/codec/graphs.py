@@ -14,6 +14,7 @@ which copies each output out before the next replay.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -61,6 +62,7 @@ class GraphPool:
         self._max = max_graphs
         self._graphs: dict[GraphKey, CapturedGraph] = {}
         self._failed: set[GraphKey] = set()
+        self._seen: Counter[GraphKey] = Counter()
         self._pool: object | None = None
 
     @property
@@ -78,17 +80,21 @@ class GraphPool:
         return next((size for size in self.batch_sizes if size >= batch), None)
 
     def get(self, batch: int, length: int) -> CapturedGraph | None:
-        """The graph for exactly this shape, captured now if there is room; None to run eagerly."""
+        """The graph for exactly this shape; None to run eagerly. A shape without a graph is captured
+        the second time it is asked for, if there is room: a capture costs a few forwards, which a
+        one-off length (the last window of a short utterance) would never win back."""
         key = (batch, length)
         graph = self._graphs.get(key)
         if graph is not None or key in self._failed or len(self._graphs) >= self._max:
             return graph
-        return self._capture(key)
+        self._seen[key] += 1
+        return self._capture(key) if self._seen[key] >= 2 else None
 
     def capture_all(self, keys: Iterable[GraphKey]) -> None:
         """Capture the given shapes now (startup), up to the cap; failures are logged and remembered."""
-        for batch, length in keys:
-            self.get(batch, length)
+        for key in keys:
+            if key not in self._graphs and key not in self._failed and len(self._graphs) < self._max:
+                self._capture(key)
 
     def _capture(self, key: GraphKey) -> CapturedGraph | None:
         batch, length = key

@@ -90,7 +90,7 @@ def test_a_failed_capture_is_remembered_and_runs_eagerly(cuda_decoder: NeuCodecD
 
     pool = GraphPool(forward, torch.device("cuda"), (1, 2), max_graphs=8)
     with torch.inference_mode():
-        assert pool.get(2, 16) is None
-        assert pool.get(2, 16) is None
+        for _ in range(4):  # the first sighting runs eagerly, the second tries a capture, then eager
+            assert pool.get(2, 16) is None
     assert pool.failed == [(2, 16)] and pool.captured == []
     assert calls.count(True) == 1  # never retried
