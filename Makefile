@@ -11,7 +11,8 @@ TORCH_INDEX ?=
 FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
-.PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer clean
+.PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
+	bench-demo clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +59,10 @@ bench-audio: install system-deps
 
 bench-normalizer: install
 	$(PY) -m bench.normalizer_agreement --out normalizer_spoken_cpu.json
+
+## bench-demo: the load benchmark against the demo stack (fixtures + fake vLLM at 100 tokens/s), levels 1,4,16
+bench-demo: install fixtures
+	PY=$(PY) FIXTURES=$(FIXTURES) bench/run_demo.sh
 
 clean:
 	rm -rf $(FIXTURES) .pytest_cache .ruff_cache
