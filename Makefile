@@ -14,7 +14,7 @@ DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTU
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
 	bench-demo clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_SPEC)
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
@@ -22,9 +22,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 install: $(VENV)/.installed
 
-# Debian packages the tests and benchmarks use: espeak-ng makes real speech (reference audio, quality bench)
+# Debian packages the tests and benchmarks use: espeak-ng makes real speech (reference audio, quality bench),
+# chromium runs the browser test of the Gradio app (driven by Playwright; its own browser download is never used)
 system-deps:
 	@command -v espeak-ng >/dev/null || { apt-get update -qq && apt-get install -y -qq espeak-ng >/dev/null; }
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 ## serve: the server with the embedded default engine (real model ids, downloaded on first use)
 serve: install
