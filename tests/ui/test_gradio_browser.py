@@ -61,29 +61,25 @@ async def api_url(tiny_codec_dir: Path) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def gradio_url(api_url: str) -> Iterator[str]:
-    """``python gradio_app.py`` in a subprocess pointed at ``api_url``; its URL once it answers."""
+def gradio_url(api_url: str, tmp_path: Path) -> Iterator[str]:
+    """``python gradio_app.py`` in a subprocess pointed at ``api_url``; its URL. Its log shows on failure."""
     port = free_port()
     env = os.environ | {"TTS_API_BASE_URL": api_url, "GRADIO_ANALYTICS_ENABLED": "False"}
-    process = subprocess.Popen(
-        [sys.executable, "gradio_app.py", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "gradio.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "gradio_app.py", "--port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=log
+        )
     try:
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         try:
-            output, _ = process.communicate(timeout=10)
+            process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
-            output, _ = process.communicate()
-        if process.returncode not in (0, -15):
-            print(output.decode(errors="replace"))
+            process.wait()
+        print(log_path.read_text(errors="replace")[-5000:])  # pytest shows it when the test fails
 
 
 async def wait_until_up(url: str, timeout_s: float = 90.0) -> None:
