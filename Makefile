@@ -11,9 +11,10 @@ TORCH_INDEX ?=
 FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
-.PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer clean
+.PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
+	bench-demo gradio clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_SPEC)
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
@@ -21,9 +22,14 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 install: $(VENV)/.installed
 
-# Debian packages the tests and benchmarks use: espeak-ng makes real speech (reference audio, quality bench)
+# Debian packages the tests and benchmarks use: espeak-ng makes real speech (reference audio, quality bench),
+# chromium runs the browser test of the Gradio app (driven by Playwright; its own browser download is never
+# used) and ffmpeg encodes the Gradio app's streamed audio player
 system-deps:
 	@command -v espeak-ng >/dev/null || { apt-get update -qq && apt-get install -y -qq espeak-ng >/dev/null; }
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@command -v ffmpeg >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg >/dev/null; }
 
 ## serve: the server with the embedded default engine (real model ids, downloaded on first use)
 serve: install
@@ -58,6 +64,14 @@ bench-audio: install system-deps
 
 bench-normalizer: install
 	$(PY) -m bench.normalizer_agreement --out normalizer_spoken_cpu.json
+
+## gradio: the Gradio UI on :7860 for the server at TTS_API_BASE_URL (default http://localhost:9091)
+gradio: install
+	$(PY) gradio_app.py
+
+## bench-demo: the load benchmark against the demo stack (fixtures + fake vLLM at 100 tokens/s), levels 1,4,16
+bench-demo: install fixtures
+	PY=$(PY) FIXTURES=$(FIXTURES) bench/run_demo.sh
 
 clean:
 	rm -rf $(FIXTURES) .pytest_cache .ruff_cache
