@@ -82,8 +82,9 @@ def plan_prompt(
 
     Only the trailing run in ``voice`` is used, then at most ``limits.max_turns`` of it, then the newest
     turns up to ``limits.max_codes`` codes (the oldest one that does not fit whole is cut to its tail).
-    Then, while the prompt leaves less than ``min_gen_tokens`` of the window, the oldest turn is cut by
-    the excess or dropped. ``max_tokens`` is clamped to the room left (at least 1).
+    Then, if the prompt leaves less than ``min_gen_tokens`` of the window, the oldest turns are dropped
+    and the oldest remaining one is cut to the longest tail that fits (binary search: about a dozen
+    counts). ``max_tokens`` is clamped to the room left (at least 1).
     """
     run = trailing_run(turns, voice)
     if limits.max_turns:
@@ -96,15 +97,21 @@ def plan_prompt(
         history.append(cut_to_tail(turn, budget))
         budget -= len(turn.codes)
     history.reverse()
+    prompt_budget = limits.max_model_len - limits.min_gen_tokens
+
+    def fits(candidate: Sequence[Turn]) -> bool:
+        return count(history_prompt(candidate, voice, text)) <= prompt_budget
+
+    while history and not fits(history):
+        oldest, rest = history[0], history[1:]
+        if not fits([cut_to_tail(oldest, 1), *rest]):
+            del history[0]
+            continue
+        low, high = 1, len(oldest.codes) - 1  # 1 code fits, all of them do not
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if fits([cut_to_tail(oldest, mid), *rest]) else (low, mid - 1)
+        history[0] = cut_to_tail(oldest, low)
     prompt = history_prompt(history, voice, text)
     tokens = count(prompt)
-    while history and limits.max_model_len - tokens < limits.min_gen_tokens:
-        excess = limits.min_gen_tokens - (limits.max_model_len - tokens)
-        oldest = history[0]
-        if len(oldest.codes) > excess:
-            history[0] = cut_to_tail(oldest, len(oldest.codes) - excess)
-        else:
-            del history[0]
-        prompt = history_prompt(history, voice, text)
-        tokens = count(prompt)
     return Plan(prompt, tuple(history), tokens, max(1, min(max_tokens, limits.max_model_len - tokens)))
