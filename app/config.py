@@ -164,6 +164,40 @@ class Settings(BaseSettings):
     )
     CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
 
+    # --- interleaved generation ----------------------------------------------------------------
+    INTERLEAVE_STORE: Literal["shm", "redis", "memory", "off"] = Field(
+        "shm",
+        description="Turn store of interleave ids: shm (files, shared by the host's workers), redis "
+        "(shared by hosts), memory (one process) or off (ignore interleave ids).",
+    )
+    INTERLEAVE_STORE_DIR: str = Field(
+        "",
+        description="shm store directory; empty = /dev/shm/tts-interleave (else <tmp>/tts-interleave).",
+    )
+    INTERLEAVE_TTL_S: float = Field(
+        600.0, gt=0, description="An interleave id is forgotten this many seconds after its last turn."
+    )
+    MAX_RETAIN_INTERLEAVE: int = Field(
+        5, ge=0, le=64, description="History turns per id when a request sets none; 0 = no turn limit."
+    )
+    INTERLEAVE_MAX_S: float = Field(
+        20.0, gt=0, le=600, description="Seconds of history speech (x50 tokens) in one prompt."
+    )
+    LM_MAX_MODEL_LEN: int = Field(
+        4096,
+        ge=64,
+        description="LM context window in tokens (vLLM --max-model-len); history is fitted to it.",
+    )
+    INTERLEAVE_MIN_GEN_TOKENS: int = Field(
+        1000,
+        ge=1,
+        description="Generation room, in tokens, that history may never squeeze the new turn below.",
+    )
+    INTERLEAVE_FALLBACK: bool = Field(
+        True, description="Regenerate once without history when the LM stops implausibly early with it."
+    )
+    REDIS_URL: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis interleave store.")
+
     # --- audio out -----------------------------------------------------------------------------
     DEFAULT_SPEAKING_RATE: float = Field(
         1.0, ge=0.5, le=2.0, description="Speaking rate (WSOLA, pitch kept) when a request sets none."
@@ -246,4 +280,10 @@ class Settings(BaseSettings):
         unknown = {a: v for a, v in self.VOICE_ALIASES.items() if v not in self.SPEAKERS}
         if unknown:
             raise ValueError(f"VOICE_ALIASES point at voices not in SPEAKERS: {unknown}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_interleave(self) -> Settings:
+        if self.INTERLEAVE_MIN_GEN_TOKENS >= self.LM_MAX_MODEL_LEN:
+            raise ValueError("INTERLEAVE_MIN_GEN_TOKENS must be below LM_MAX_MODEL_LEN")
         return self

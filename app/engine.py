@@ -1,4 +1,4 @@
-"""The Engine: owns the codec, its worker thread, the speech-token source and the voice stores.
+"""The Engine: owns the codec, its worker thread, the speech-token source, the voice and turn stores.
 
 Built once in the lifespan of ``create_app`` (``start``) and closed at shutdown (``close``); routes
 reach it through ``request.app.state.engine``. Nothing here runs at import.
@@ -18,6 +18,7 @@ from app.audio.stitcher import StitchSchedule
 from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
 from app.errors import InvalidRequest, Unavailable
+from app.interleave.service import Interleave
 from app.lm.types import TokenSource
 from app.registry import VoiceRegistry
 from app.text.llm import LLMNormalizer
@@ -88,6 +89,7 @@ class Engine:
     normalizer: TextNormalizer
     registry: VoiceRegistry
     references: ReferenceCache
+    interleave: Interleave
     codec: CodecWorker | None = None
 
     @classmethod
@@ -101,6 +103,7 @@ class Engine:
             build_normalizer(settings),
             registry,
             ReferenceCache(settings.REFERENCE_CACHE_SIZE),
+            Interleave.from_settings(settings),
         )
 
     async def start(self) -> None:
@@ -129,14 +132,17 @@ class Engine:
         await self.registry.load()
         log.info("starting LM source %s", self.source.name)
         await self.source.start()
+        await self.interleave.start(self.source)
         if self.normalizer.llm is not None:
             await self.normalizer.llm.start()
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
         await asyncio.to_thread(importlib.import_module, "scipy.signal")
 
     async def close(self) -> None:
-        """Stop the LM source, the llm normalizer and the codec worker; safe after a failed start."""
+        """Stop the LM source, the llm normalizer, the turn store and the codec worker; safe after a
+        failed start."""
         await self.source.close()
+        await self.interleave.close()
         if self.normalizer.llm is not None:
             await self.normalizer.llm.close()
         if self.codec is not None:

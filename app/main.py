@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import catalog, health, normalize, speech, vc, voices
+from app.api import catalog, health, interleave, normalize, speech, vc, voices
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
 from app.api.serving import SpeechService
@@ -50,6 +50,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_upload_limit(app, settings.MAX_UPLOAD_BYTES)
     app.add_middleware(RequestIdMiddleware)
     install_error_handlers(app)
-    for module in (speech, vc, voices, normalize, catalog, health):
+    for module in (speech, vc, voices, normalize, interleave, catalog, health):
         app.include_router(module.router)
     return app

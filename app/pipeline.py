@@ -6,7 +6,7 @@ Server-independent: the speech route, benchmarks and tests drive it the same way
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
@@ -23,7 +23,8 @@ class UtteranceStats:
 
     codes: int = 0  # speech tokens generated
     prompt_tokens: int | None = None  # LM tokens in the prompt, when the backend reports them
-    finish_reason: FinishReason | None = None
+    finish_reason: FinishReason | None = None  # set once the LM stream ends, before the last decodes
+    tokens: list[int] = field(default_factory=list)  # the generated codes, in order
 
 
 async def synthesize(
@@ -44,8 +45,10 @@ async def synthesize(
     try:
         async for codes in stream:
             stats.codes += len(codes)
+            stats.tokens += codes
             for chunk in await stitcher.push(codes):
                 yield chunk
+        stats.finish_reason = stream.finish_reason
         for chunk in await stitcher.flush():
             yield chunk
     finally:

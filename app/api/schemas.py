@@ -95,6 +95,18 @@ class SpeechRequest(BaseModel):
     normalize_malaysian: bool | None = TextOptions.model_fields["normalize_malaysian"]
     language: Language = TextOptions.model_fields["language"]
     prompt: str | None = TextOptions.model_fields["prompt"]
+    interleave_id: str | None = Field(
+        None,
+        max_length=256,
+        description="Turn history id shared by the requests of one reply (or header X-Interleave-Id; "
+        "the body wins). See INTERLEAVE.md.",
+    )
+    max_retain_interleave: int | None = Field(
+        None,
+        ge=0,
+        le=64,
+        description="History turns in the prompt, 0 = no limit; default MAX_RETAIN_INTERLEAVE.",
+    )
 
     def text_options(self) -> TextOptions:
         """The text-normalization fields of this request."""

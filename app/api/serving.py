@@ -8,11 +8,16 @@ Everything that can fail is resolved before the response starts: the voice, the 
 LM backend up to the first audio chunk (so a backend failure is a 502/504 and not a 200 with a cut
 body). While it waits, the client is checked for a disconnect every ``DISCONNECT_POLL_S``; once the
 body streams, Starlette cancels the body task on disconnect, which closes the LM stream upstream.
+
+A speech request with an interleave id (built-in voices only) is prompted with the id's history; if
+the LM stops implausibly early with it, the turn is regenerated without history before any audio is
+sent; once the whole body has been produced, the turn is committed in the background (``app.interleave``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
@@ -28,8 +33,12 @@ from app.api.sse import sse_events
 from app.api.uploads import read_reference
 from app.audio.io import AsyncReadable
 from app.audio.post import PostChain, PostOptions
+from app.audio.stitcher import StitchSchedule
 from app.engine import Engine
 from app.errors import APIError, BackendError, NotFound, Unavailable, ValidationFailed
+from app.interleave.ids import HEADER as INTERLEAVE_HEADER
+from app.interleave.ids import request_id
+from app.interleave.service import InterleaveTurn
 from app.lm.prompt import clean_text, tts_prompt, vc_prompt
 from app.lm.types import GenerationParams
 from app.pipeline import UtteranceStats, synthesize
@@ -139,14 +148,23 @@ class SpeechService:
             seed=opts.seed,
         )
 
-    async def generation_params(self, req: SpeechRequest) -> GenerationParams:
-        """Validate a speech request, normalize its text and build the LM call. Raises APIError."""
+    async def generation_params(
+        self, req: SpeechRequest, interleave_id: str | None = None
+    ) -> tuple[GenerationParams, InterleaveTurn | None]:
+        """Validate a speech request, normalize its text and build the LM call, with the history of
+        ``interleave_id`` when the store is on and the voice is a built-in one. Raises APIError."""
         self.check_model(req)
         voice = self.resolve_voice(req.voice_name())
         text = await self.speech_text(req.input, req.text_options(), "input")
         if isinstance(voice, RegisteredVoice):
-            return self.sampling(vc_prompt(voice.reference_text, voice.codes, text), req)
-        return self.sampling(tts_prompt(voice, text), req)
+            return self.sampling(vc_prompt(voice.reference_text, voice.codes, text), req), None
+        params = self.sampling(tts_prompt(voice, text), req)
+        interleave = self.engine.interleave
+        if interleave_id is None or not interleave.enabled:
+            return params, None
+        keep = given(req.max_retain_interleave, self.engine.settings.MAX_RETAIN_INTERLEAVE)
+        turn = await interleave.prepare(interleave_id, voice, text, params, keep)
+        return turn.params, turn
 
     async def vc_params(self, form: VCForm, reference_audio: AsyncReadable) -> GenerationParams:
         """Validate a voice-conversion request, encode its reference and build the LM call."""
@@ -179,50 +197,97 @@ class SpeechService:
 
     async def create(self, req: SpeechRequest, request: Request) -> Response:
         """``/v1/audio/speech``: validate, build, then stream (or buffer) the audio."""
-        return await self.respond(await self.generation_params(req), req, request)
+        interleave_id = request_id(req.interleave_id, request.headers.get(INTERLEAVE_HEADER))
+        params, turn = await self.generation_params(req, interleave_id)
+        return await self.respond(params, req, request, turn)
 
     async def convert(self, form: VCForm, reference_audio: AsyncReadable, request: Request) -> Response:
         """``/v1/audio/vc``: validate, encode the reference, then stream (or buffer) the audio."""
         return await self.respond(await self.vc_params(form, reference_audio), form, request)
 
-    async def respond(self, params: GenerationParams, opts: SynthesisOptions, request: Request) -> Response:
-        """Run ``params`` through the pipeline; the first chunk is awaited before the response starts."""
+    async def respond(
+        self,
+        params: GenerationParams,
+        opts: SynthesisOptions,
+        request: Request,
+        turn: InterleaveTurn | None = None,
+    ) -> Response:
+        """Run ``params`` through the pipeline; the first chunk is awaited before the response starts.
+
+        With an interleave ``turn``, a fallback regeneration happens here (before any audio), the
+        response carries its headers, and the turn is committed once the whole body was produced.
+        """
         chain = PostChain(self.post_options(opts))
         s = self.engine.settings
-        codec = self.engine.codec
-        if codec is None:
-            raise Unavailable("The codec is not loaded yet.")
         schedule = self.engine.schedule(
             given(opts.playback_speed, s.DEFAULT_PLAYBACK_SPEED),
             given(opts.playback_overlap_speed, s.DEFAULT_PLAYBACK_OVERLAP_SPEED),
         )
         stats = UtteranceStats()
-        chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
-        headers = dict(PCM_HEADERS) if opts.response_format == "pcm" else {}
         try:
-            if opts.stream:
-                first = await self._watch(request, anext(chunks, None))
+            hold = turn.hold_codes if turn is not None else 0
+            chunks, first = await self._first_audio(request, params, schedule, opts.stream, stats, hold)
+            if turn is not None and turn.falls_back(stats):
+                with anyio.CancelScope(shield=True):
+                    await chunks.aclose()
+                self.engine.interleave.fell_back()
+                turn, stats = turn.cold(), UtteranceStats()
+                params = turn.params
+                chunks, first = await self._first_audio(request, params, schedule, opts.stream, stats, 0)
+        except BaseException:
+            chain.close()
+            raise
+        on_done: Callable[[], None] | None = None
+        extra: dict[str, str] = {}
+        if turn is not None:
+            extra = turn.headers()
+            on_done = functools.partial(self.engine.interleave.commit, turn, stats)
+        headers = {**(PCM_HEADERS if opts.response_format == "pcm" else {}), **extra}
+        if not opts.stream:  # the chain is flushed (and so closed) in the thread, even if we are cancelled
+            body = await asyncio.to_thread(_encode_whole, chain, first)
+            if on_done is not None:
+                on_done()
+            return Response(body, media_type=chain.media_type, headers=headers)
+        if opts.stream_format == "sse":
+            events = sse_events(_encoded(first, chunks, chain, on_done), stats, params.prompt)
+            return StreamingResponse(
+                events, media_type="text/event-stream", headers={**STREAM_HEADERS, **extra}
+            )
+        return StreamingResponse(
+            _audio_body(_encoded(first, chunks, chain, on_done)),
+            media_type=chain.media_type,
+            headers={**STREAM_HEADERS, **headers},
+        )
+
+    async def _first_audio(
+        self,
+        request: Request,
+        params: GenerationParams,
+        schedule: StitchSchedule,
+        stream: bool,
+        stats: UtteranceStats,
+        hold_codes: int,
+    ) -> tuple[AsyncGenerator[np.ndarray, None], np.ndarray]:
+        """Start the generation; return its chunk iterator and the first audio: when streaming, the
+        first chunk (extended until ``hold_codes`` codes exist or the LM has finished), else all of it.
+        BackendError when the LM produced nothing; the iterator is closed on any failure."""
+        codec = self.engine.codec
+        if codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+        chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
+        try:
+            if stream:
+                first = await self._watch(request, _head(chunks, stats, hold_codes))
             else:
                 pcm = await self._watch(request, _collect(chunks))
                 first = pcm if pcm.size else None
             if first is None:
                 raise BackendError("The LM produced no speech tokens.")
         except BaseException:
-            chain.close()
             with anyio.CancelScope(shield=True):
                 await chunks.aclose()
             raise
-        if not opts.stream:  # the chain is flushed (and so closed) in the thread, even if we are cancelled
-            body = await asyncio.to_thread(_encode_whole, chain, first)
-            return Response(body, media_type=chain.media_type, headers=headers)
-        if opts.stream_format == "sse":
-            events = sse_events(_encoded(first, chunks, chain), stats, params.prompt)
-            return StreamingResponse(events, media_type="text/event-stream", headers=STREAM_HEADERS)
-        return StreamingResponse(
-            _audio_body(_encoded(first, chunks, chain)),
-            media_type=chain.media_type,
-            headers={**STREAM_HEADERS, **headers},
-        )
+        return chunks, first
 
     async def _watch(self, request: Request, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` while checking for a client disconnect every DISCONNECT_POLL_S."""
@@ -241,6 +306,21 @@ class SpeechService:
                     await asyncio.gather(task, return_exceptions=True)
 
 
+async def _head(
+    chunks: AsyncIterator[np.ndarray], stats: UtteranceStats, hold_codes: int
+) -> np.ndarray | None:
+    """The first chunk, joined with the next ones until ``hold_codes`` codes were generated or the LM
+    finished; None when there is no audio at all."""
+    parts: list[np.ndarray] = []
+    while (chunk := await anext(chunks, None)) is not None:
+        parts.append(chunk)
+        if stats.finish_reason is not None or stats.codes >= hold_codes:
+            break
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 async def _collect(chunks: AsyncIterator[np.ndarray]) -> np.ndarray:
     """All chunks of an utterance as one float32 array."""
     parts = [chunk async for chunk in chunks]
@@ -253,9 +333,13 @@ def _encode_whole(chain: PostChain, pcm: np.ndarray) -> bytes:
 
 
 async def _encoded(
-    first: np.ndarray, chunks: AsyncGenerator[np.ndarray, None], chain: PostChain
+    first: np.ndarray,
+    chunks: AsyncGenerator[np.ndarray, None],
+    chain: PostChain,
+    on_done: Callable[[], None] | None = None,
 ) -> AsyncIterator[bytes]:
-    """The response's bytes as audio is produced; the chain runs in worker threads.
+    """The response's bytes as audio is produced; the chain runs in worker threads. ``on_done`` is
+    called once the whole body has been produced (not on a disconnect or an error).
 
     A cancelled request (client gone) waits for the chain call in flight before closing the chain, so
     the encoder is never closed under a thread that is still using it.
@@ -278,6 +362,8 @@ async def _encoded(
         tail = await run(chain.flush)
         if tail:
             yield tail
+        if on_done is not None:
+            on_done()
     finally:
         with anyio.CancelScope(shield=True):
             if in_flight is not None:

@@ -194,6 +194,11 @@ class TransformersTokenSource:
         self._thread = None
         self._lm = None
 
+    @property
+    def tokenizer(self) -> Any | None:
+        """The model's tokenizer once started (prompt lengths for the interleave window fit), else None."""
+        return self._lm.tokenizer if self._lm is not None else None
+
     async def ready(self) -> bool:
         """True once the model is loaded and the generation thread runs."""
         return self._thread is not None and self._thread.is_alive()

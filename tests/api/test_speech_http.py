@@ -252,6 +252,8 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
         ("/v1/audio/voices", "post"),
         ("/v1/audio/voices/{name}", "delete"),
         ("/v1/audio/normalize", "post"),
+        ("/v1/audio/interleave/{interleave_id}", "get"),
+        ("/v1/audio/interleave/{interleave_id}", "delete"),
         ("/v1/models", "get"),
         ("/v1/audio/voices", "get"),
         ("/v1/audio/speaker", "get"),
@@ -263,6 +265,7 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
     assert fields == json.loads(
         '["model", "input", "voice", "instructions", "response_format", "speed", "stream_format", "stream",'
         ' "temperature", "repetition_penalty", "max_tokens", "top_p", "top_k", "seed", "playback_speed",'
-        ' "playback_overlap_speed", "stream_normalize", "mode", "normalize_malaysian", "language", "prompt"]'
+        ' "playback_overlap_speed", "stream_normalize", "mode", "normalize_malaysian", "language", "prompt",'
+        ' "interleave_id", "max_retain_interleave"]'
     )
     assert schema["components"]["schemas"]["SpeechRequest"]["required"] == ["input"]

@@ -205,6 +205,13 @@ async def test_stream_closed_before_iteration_never_runs(source: TransformersTok
     assert [delta async for delta in stream] == []
 
 
+async def test_the_tokenizer_counts_prompts_like_the_generation(source: TransformersTokenSource) -> None:
+    assert source.tokenizer is not None
+    stream = source.generate(params(max_tokens=1))
+    await run(stream)
+    assert stream.prompt_tokens == len(source.tokenizer(PARAMS.prompt).input_ids)
+
+
 # --- lifecycle -----------------------------------------------------------------------------------------
 
 
@@ -216,6 +223,7 @@ def test_unknown_dtype_is_rejected() -> None:
 async def test_not_started(tiny_lm_dir: Path) -> None:
     lm = TransformersTokenSource(str(tiny_lm_dir), device="cpu")
     assert not await lm.ready()
+    assert lm.tokenizer is None
     with pytest.raises(Unavailable):
         lm.generate(PARAMS)
 

@@ -1,0 +1,232 @@
+"""Interleave for the speech route: load and fit an id's history, decide the fallback, commit turns.
+
+Store failures never fail a request: a history that cannot be read is an empty one (cold start), a
+turn that cannot be stored is dropped; both are logged and counted in ``counters``. Commits run in the
+background after the response; a later request (or GET/DELETE) on the same id in this process first
+waits for the id's pending commit, so a client that sends its next sentence the moment a response ends
+still finds the previous turn.
+
+Fallback: with history in the prompt, an LM that stops ("stop") after fewer than
+``min_plausible_codes(text)`` codes is taken as derailed by the history, and the turn is regenerated
+once with the plain prompt. The route holds the audio back until that many codes exist (or the LM has
+finished), so the decision is always made before the first byte is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+from app.config import Settings
+from app.interleave.fit import Limits, Plan, TokenCounter, estimate_tokens, plan_prompt
+from app.interleave.ids import HEADER, header_echo
+from app.interleave.store import History, StoreError, TurnStore, build_store, max_history_codes
+from app.interleave.tokenizer import load_local_tokenizer, tokenizer_counter
+from app.interleave.turns import Turn, unspaced
+from app.lm.types import GenerationParams, TokenSource
+from app.pipeline import UtteranceStats
+
+log = logging.getLogger(__name__)
+
+CODES_PER_UNIT_FLOOR = 4  # 0.08 s per word or CJK character: 12.5 words/s, 3-4x faster than fast speech
+MIN_PLAUSIBLE_CODES = 10
+MAX_HOLD_CODES = 50  # 1 s of speech: the most audio the fallback check holds back
+
+
+def speech_units(text: str) -> int:
+    """Spoken units of ``text``: each whitespace-separated word with a letter or digit outside CJK, plus
+    each CJK (wide or full-width) letter; punctuation alone counts nothing."""
+    units = 0
+    for word in text.split():
+        wide = sum(1 for char in word if unspaced(char) and char.isalnum())
+        units += wide + any(char.isalnum() and not unspaced(char) for char in word)
+    return units
+
+
+def min_plausible_codes(text: str) -> int:
+    """The fewest codes a real reading of ``text`` can have: 4 per spoken unit, clamped to 10..50.
+
+    Below this the LM has stopped before it could have said the text. The clamp keeps short texts
+    checkable and bounds the audio held back for the check to 1 s.
+    """
+    return min(MAX_HOLD_CODES, max(MIN_PLAUSIBLE_CODES, CODES_PER_UNIT_FLOOR * speech_units(text)))
+
+
+@dataclass
+class InterleaveCounters:
+    """What went wrong or happened, for logs and metrics (per process)."""
+
+    commits: int = 0
+    commit_failures: int = 0
+    load_failures: int = 0
+    fallbacks: int = 0
+
+
+@dataclass(frozen=True)
+class InterleaveTurn:
+    """One speech request on an interleave id: its LM call with history, and what to commit after it.
+
+    ``hold_codes`` is 0 when no fallback can happen (no history, or INTERLEAVE_FALLBACK off).
+    """
+
+    interleave_id: str
+    voice: str
+    text: str
+    keep: int
+    params: GenerationParams
+    history: tuple[Turn, ...]
+    hold_codes: int
+    cold_params: GenerationParams
+
+    def falls_back(self, stats: UtteranceStats) -> bool:
+        """True when the LM stopped implausibly early with history (decided once it has finished)."""
+        return self.hold_codes > 0 and stats.finish_reason == "stop" and stats.codes < self.hold_codes
+
+    def cold(self) -> InterleaveTurn:
+        """The same turn without history (the fallback)."""
+        return dataclasses.replace(self, params=self.cold_params, history=(), hold_codes=0)
+
+    def headers(self) -> dict[str, str]:
+        """Response headers: the id (percent-encoded unless printable ASCII), history turns and codes."""
+        return {
+            HEADER: header_echo(self.interleave_id),
+            "X-Interleave-Turns": str(len(self.history)),
+            "X-Interleave-Tokens": str(sum(len(turn.codes) for turn in self.history)),
+        }
+
+
+class Interleave:
+    """The engine's interleave state: the store (None when INTERLEAVE_STORE=off) and how to count."""
+
+    def __init__(self, settings: Settings, store: TurnStore | None) -> None:
+        self.settings = settings
+        self.store = store
+        self.counters = InterleaveCounters()
+        self.max_codes = max_history_codes(settings)
+        self.count: TokenCounter = estimate_tokens
+        self._pending: dict[str, asyncio.Task[None]] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Interleave:
+        return cls(settings, build_store(settings))
+
+    @property
+    def enabled(self) -> bool:
+        return self.store is not None
+
+    async def start(self, source: TokenSource) -> None:
+        """Start the store and pick the token counter: the LM source's tokenizer, else the tokenizer of
+        a local TTS_MODEL directory (http backend), else the estimate."""
+        if self.store is None:
+            return
+        await self.store.start()
+        tokenizer = getattr(source, "tokenizer", None)
+        if tokenizer is None and self.settings.LM_BACKEND == "http":
+            tokenizer = await asyncio.to_thread(load_local_tokenizer, self.settings.TTS_MODEL)
+        if tokenizer is not None:
+            self.count = tokenizer_counter(tokenizer)
+        log.info(
+            "interleave store %s; prompt tokens %s",
+            self.store.name,
+            "counted by the tokenizer" if tokenizer is not None else "estimated",
+        )
+
+    async def close(self) -> None:
+        """Finish the pending commits, then close the store."""
+        if self._pending:
+            await asyncio.gather(*self._pending.values(), return_exceptions=True)
+        if self.store is not None:
+            await self.store.close()
+
+    def limits(self, keep: int) -> Limits:
+        s = self.settings
+        return Limits(keep, self.max_codes, s.LM_MAX_MODEL_LEN, s.INTERLEAVE_MIN_GEN_TOKENS)
+
+    async def _settled(self, interleave_id: str) -> None:
+        """Wait for this process's pending commit on the id, if any (never cancels it)."""
+        task = self._pending.get(interleave_id)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def inspect(self, interleave_id: str) -> History:
+        """The id's stored history (raises StoreError)."""
+        assert self.store is not None
+        await self._settled(interleave_id)
+        return await self.store.load(interleave_id)
+
+    async def forget(self, interleave_id: str) -> bool:
+        """Delete the id now; True when it had turns (raises StoreError)."""
+        assert self.store is not None
+        await self._settled(interleave_id)
+        return await self.store.delete(interleave_id)
+
+    async def prepare(
+        self, interleave_id: str, voice: str, text: str, params: GenerationParams, keep: int
+    ) -> InterleaveTurn:
+        """The request's LM call with the id's history fitted in front of ``text`` (``params`` holds the
+        plain prompt and the requested max_tokens). An unreadable store means no history."""
+        assert self.store is not None
+        try:
+            turns = (await self.inspect(interleave_id)).turns
+        except StoreError as exc:
+            self.counters.load_failures += 1
+            log.warning("interleave history unavailable, going on cold: %s", exc)
+            turns = []
+        limits = self.limits(keep)
+        plan, cold = await asyncio.to_thread(self._plans, turns, voice, text, params.max_tokens, limits)
+        fallback = bool(plan.history) and self.settings.INTERLEAVE_FALLBACK
+        return InterleaveTurn(
+            interleave_id,
+            voice,
+            text,
+            keep,
+            dataclasses.replace(params, prompt=plan.prompt, max_tokens=plan.max_tokens),
+            plan.history,
+            min_plausible_codes(text) if fallback else 0,
+            dataclasses.replace(params, prompt=cold.prompt, max_tokens=cold.max_tokens),
+        )
+
+    def _plans(
+        self, turns: list[Turn], voice: str, text: str, max_tokens: int, limits: Limits
+    ) -> tuple[Plan, Plan]:
+        """The fitted plan and the plain one (blocking: the tokenizer may count)."""
+        plan = plan_prompt(turns, voice, text, max_tokens, limits, self.count)
+        cold = plan_prompt([], voice, text, max_tokens, limits, self.count) if plan.history else plan
+        return plan, cold
+
+    def fell_back(self) -> None:
+        """Count a fallback regeneration."""
+        self.counters.fallbacks += 1
+        log.info("interleave fallback: the LM stopped implausibly early with history; regenerating cold")
+
+    def commit(self, turn: InterleaveTurn, stats: UtteranceStats) -> None:
+        """Store the finished turn in the background when its generation ended normally ("stop") with at
+        least one code; a cut (length), cancelled or failed generation is not a turn."""
+        if self.store is None or stats.finish_reason != "stop" or not stats.tokens:
+            return
+        record = Turn(turn.voice, turn.text, tuple(stats.tokens))
+        key = turn.interleave_id
+        task = asyncio.create_task(self._append(key, record, turn.keep, self._pending.get(key)))
+        self._pending[key] = task
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._pending.get(key) is finished:
+                del self._pending[key]
+
+        task.add_done_callback(done)
+
+    async def _append(
+        self, interleave_id: str, turn: Turn, keep: int, after: asyncio.Task[None] | None
+    ) -> None:
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)  # one id's commits land in order
+        assert self.store is not None
+        try:
+            await self.store.append(interleave_id, turn, keep)
+        except Exception as exc:
+            self.counters.commit_failures += 1
+            log.warning("interleave turn not stored: %r", exc)
+            return
+        self.counters.commits += 1

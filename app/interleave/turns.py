@@ -1,0 +1,97 @@
+"""The turn record, its JSON form, and the rules that decide which turns of a history are kept.
+
+A turn is one finished generation: the voice, the normalized text and the speech codes the LM produced
+for it (50 per second). Stores keep a list of turns per interleave id, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.lm.speech_tokens import SPEECH_CODES
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One committed generation: ``codes`` are NeuCodec codes (0..65535), at least one."""
+
+    voice: str
+    text: str
+    codes: tuple[int, ...]
+
+    def to_json(self) -> str:
+        """The turn as one JSON object (ASCII only, so any text round-trips)."""
+        return json.dumps({"voice": self.voice, "text": self.text, "codes": list(self.codes)})
+
+    @classmethod
+    def from_obj(cls, obj: object) -> Turn:
+        """A turn from its decoded JSON object; ValueError when it is not a valid turn."""
+        if not isinstance(obj, dict):
+            raise ValueError("a turn is a JSON object")
+        voice, text, codes = obj.get("voice"), obj.get("text"), obj.get("codes")
+        if not (isinstance(voice, str) and isinstance(text, str) and isinstance(codes, list) and codes):
+            raise ValueError("a turn needs a voice, a text and at least one code")
+        if not all(type(code) is int and 0 <= code < SPEECH_CODES for code in codes):
+            raise ValueError("turn codes must be integers in 0..65535")
+        return cls(voice, text, tuple(codes))
+
+
+def turns_from_json(items: Sequence[str | bytes]) -> list[Turn]:
+    """Turns from their JSON texts; ValueError if any one is not a valid turn."""
+    return [Turn.from_obj(json.loads(item)) for item in items]
+
+
+def trailing_run(turns: Sequence[Turn], voice: str) -> list[Turn]:
+    """The newest turns spoken in ``voice``, up to the newest turn in another voice (a switch starts cold)."""
+    start = len(turns)
+    while start > 0 and turns[start - 1].voice == voice:
+        start -= 1
+    return list(turns[start:])
+
+
+def retain(turns: Sequence[Turn], keep: int, max_codes: int) -> list[Turn]:
+    """The turns a store keeps after an append: the trailing run in the newest turn's voice, at most
+    ``keep`` turns (0 = no turn limit), and no older turn once the newer ones hold ``max_codes`` codes
+    (the turn that crosses the cap is kept whole: the prompt cuts it to its tail)."""
+    if not turns:
+        return []
+    kept: list[Turn] = []
+    codes = 0
+    for turn in reversed(trailing_run(turns, turns[-1].voice)):
+        if (keep and len(kept) >= keep) or codes >= max_codes:
+            break
+        kept.append(turn)
+        codes += len(turn.codes)
+    kept.reverse()
+    return kept
+
+
+def unspaced(char: str) -> bool:
+    """True for characters of scripts written without spaces between words (CJK: wide or full width)."""
+    return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def text_tail(text: str, fraction: float) -> str:
+    """The last ``fraction`` (0..1] of ``text`` by characters, at least one character.
+
+    In spaced scripts the cut moves forward to the next word start, so no word is split (unless the
+    tail is a single word); between characters of unspaced scripts (CJK) any cut is a boundary.
+    """
+    count = max(1, math.ceil(len(text) * fraction))
+    cut = len(text) - count
+    if cut > 0 and not any(c.isspace() or unspaced(c) for c in text[cut - 1 : cut + 1]):
+        space = next((i for i in range(cut, len(text)) if text[i].isspace()), -1)
+        cut = space if space >= 0 else cut
+    return text[cut:].strip() or text[-count:]
+
+
+def cut_to_tail(turn: Turn, codes: int) -> Turn:
+    """``turn`` with only its last ``codes`` codes (1 <= codes) and the matching tail of its text."""
+    if codes >= len(turn.codes):
+        return turn
+    kept = turn.codes[len(turn.codes) - codes :]
+    return Turn(turn.voice, text_tail(turn.text, codes / len(turn.codes)), kept)
