@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
 from app.errors import InvalidRequest, Unavailable
 from app.lm.types import TokenSource
+from app.observability.metrics import Metrics
 from app.registry import VoiceRegistry
 from app.text.llm import LLMNormalizer
 from app.text.normalizer import TextNormalizer
@@ -72,6 +73,7 @@ class Engine:
     registry: VoiceRegistry
     references: ReferenceCache
     codec: CodecWorker | None = None
+    metrics: Metrics = field(default_factory=Metrics)  # the app's registry, set by create_app
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Engine:
@@ -120,8 +122,8 @@ class Engine:
             self.codec = None
 
     async def ready(self) -> dict[str, bool]:
-        """Readiness of each part: codec loaded, LM source able to start a generation."""
-        return {"codec": self.codec is not None, "lm": await self.source.ready()}
+        """Readiness of each part: codec worker running, LM source able to start a generation."""
+        return {"codec": self.codec is not None and self.codec.running, "lm": await self.source.ready()}
 
     def check_can_encode(self) -> None:
         """Raise before any upload is decoded when this server cannot encode reference audio."""

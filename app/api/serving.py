@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
 
@@ -32,6 +33,8 @@ from app.engine import Engine
 from app.errors import APIError, BackendError, NotFound, Unavailable, ValidationFailed
 from app.lm.prompt import clean_text, tts_prompt, vc_prompt
 from app.lm.types import GenerationParams
+from app.observability.requests import request_record
+from app.observability.tracing import Attributes, span, start_span, traced_stream
 from app.pipeline import UtteranceStats, synthesize
 from app.registry import RegisteredVoice
 from app.text.normalizer import NormalizeResult
@@ -87,14 +90,38 @@ async def normalize_text(
 ) -> NormalizeResult:
     """``text`` through the engine's normalizer with the request's options and the settings' defaults."""
     s = engine.settings
-    return await engine.normalizer.normalize(
-        clean_text(text),
-        mode=options.mode or s.DEFAULT_NORMALIZER_MODE,
-        normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
-        language=options.language,
-        prompt=options.prompt,
-        for_speech=for_speech,
-    )
+    mode = options.mode or s.DEFAULT_NORMALIZER_MODE
+    with span("tts.normalize", {"normalizer.mode": mode, "normalizer.chars_in": len(text)}) as traced:
+        started = time.perf_counter()
+        result = await engine.normalizer.normalize(
+            clean_text(text),
+            mode=mode,
+            normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
+            language=options.language,
+            prompt=options.prompt,
+            for_speech=for_speech,
+        )
+        engine.metrics.observe_normalize(result.mode_used, time.perf_counter() - started)
+        traced.set({"normalizer.chars_out": len(result.output), "normalizer.fallback": result.fallback})
+    return result
+
+
+def stream_attributes(params: GenerationParams, opts: SynthesisOptions, first_tokens: int) -> Attributes:
+    """The ``tts.stream`` span's request attributes."""
+    return {
+        "tts.model": params.model,
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "prompt_chars": len(params.prompt),
+        "playback_speed": opts.playback_speed,
+        "playback_overlap_speed": opts.playback_overlap_speed,
+        "first_window_tokens": first_tokens,
+        "response_format": opts.response_format,
+        "stream": opts.stream,
+        "stream_format": opts.stream_format,
+        "stream_normalize": opts.stream_normalize,
+        "speaking_rate": opts.speed,
+    }
 
 
 class SpeechService:
@@ -179,10 +206,12 @@ class SpeechService:
 
     async def create(self, req: SpeechRequest, request: Request) -> Response:
         """``/v1/audio/speech``: validate, build, then stream (or buffer) the audio."""
+        request_record(request).voice = req.voice_name()
         return await self.respond(await self.generation_params(req), req, request)
 
     async def convert(self, form: VCForm, reference_audio: AsyncReadable, request: Request) -> Response:
         """``/v1/audio/vc``: validate, encode the reference, then stream (or buffer) the audio."""
+        request_record(request).voice = "reference_audio"
         return await self.respond(await self.vc_params(form, reference_audio), form, request)
 
     async def respond(self, params: GenerationParams, opts: SynthesisOptions, request: Request) -> Response:
@@ -197,7 +226,14 @@ class SpeechService:
             given(opts.playback_overlap_speed, s.DEFAULT_PLAYBACK_OVERLAP_SPEED),
         )
         stats = UtteranceStats()
-        chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
+        record = request_record(request)
+        record.response_format, record.stats = opts.response_format, stats
+        stream_span = start_span("tts.stream", stream_attributes(params, opts, schedule.first_tokens))
+        chunks = traced_stream(
+            stream_span,
+            synthesize(self.engine.source, codec.decode, params, schedule, stats),
+            stats.span_attributes,
+        )
         headers = dict(PCM_HEADERS) if opts.response_format == "pcm" else {}
         try:
             if opts.stream:
