@@ -182,11 +182,15 @@ class SpeechService:
         limit = self.engine.settings.MAX_INPUT_CHARS
         check_input_length(form.reference_text, limit, "reference_text")
         check_input_length(form.generate_text, limit, "generate_text")
-        reference = await read_reference(self.engine.settings, reference_audio, "reference_audio")
+        with span("vc.load_audio") as loading:
+            reference = await read_reference(self.engine.settings, reference_audio, "reference_audio")
+            loading.set({"audio.samples": len(reference.samples)})
         options = form.text_options()
         reference_text = await self.speech_text(form.reference_text, options, "reference_text")
         text = await self.speech_text(form.generate_text, options, "generate_text")
-        codes = await self.engine.reference_codes(reference)
+        with span("codec.encode", {"codec.samples": len(reference.samples)}) as encoding:
+            codes = await self.engine.reference_codes(reference)
+            encoding.set({"codec.tokens": len(codes)})
         return self.sampling(vc_prompt(reference_text, codes, text), form)
 
     def post_options(self, opts: SynthesisOptions) -> PostOptions:
