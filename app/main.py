@@ -24,7 +24,7 @@ from app.api.uploads import install_upload_limit
 from app.config import Settings
 from app.engine import Engine
 from app.observability.metrics import Metrics
-from app.observability.requests import RequestMiddleware
+from app.observability.requests import SYNTHESIS_PATHS, RequestMiddleware
 from app.observability.tracing import Tracing
 
 log = logging.getLogger(__name__)
@@ -75,4 +75,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (speech, vc, voices, normalize, catalog, health, ops):
         app.include_router(module.router)
+    ops.install_openapi(app, SYNTHESIS_PATHS)
     return app
