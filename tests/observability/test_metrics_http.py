@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 from pathlib import Path
 
@@ -113,3 +115,15 @@ async def test_ready_has_a_deadline(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -
     assert time.monotonic() - started < 2
     assert response.status_code == 503
     assert response.json()["reason"] == "the LM backend did not answer within 0.1 s"
+
+
+def test_dashboard_queries_only_exported_metrics() -> None:
+    dashboard = json.loads((Path(__file__).parents[2] / "deploy/grafana/dashboards/tts.json").read_text())
+    queried = {
+        re.sub(r"_(bucket|sum|count|total)$", "", name)
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\btts_[a-z_]+", target["expr"])
+    }
+    exported = {family.name for family in Metrics().registry.collect()}
+    assert queried and queried <= exported, queried - exported
