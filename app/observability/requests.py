@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.audio.constants import SAMPLE_RATE
 from app.errors import APIError
 from app.observability.metrics import Metrics
-from app.observability.tracing import Tracing, bind_request_trace_id, unbind_request
+from app.observability.tracing import Tracing, bind_request_trace_id, route_template, unbind_request
 from app.pipeline import UtteranceStats
 
 access_log = logging.getLogger("app.access")
@@ -125,7 +125,7 @@ class RequestMiddleware:
     def _finish(self, scope: Scope, record: RequestRecord, failure: BaseException | None) -> None:
         """Count the request and write its access line."""
         duration = time.perf_counter() - record.started
-        route = getattr(scope.get("route"), "path", None) or "unmatched"
+        route = route_template(scope) or "unmatched"
         status = record.status if record.status is not None else 500
         kind = error_kind(record.status, failure, record)
         m = self.metrics

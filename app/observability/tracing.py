@@ -24,7 +24,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -303,17 +303,26 @@ def gate_reason(settings: Settings) -> str | None:
     return None
 
 
-def _route_span_details(scope: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """Server span name ``METHOD /route/template`` (the path itself only when no route matches)."""
+def route_template(scope: MutableMapping[str, Any]) -> str | None:
+    """The path template of the route ``scope`` goes (or went) to, None when no route matches."""
+    route = scope.get("route")
+    if route is not None:
+        return getattr(route, "path", None)
     from starlette.routing import Match
 
+    for candidate in getattr(scope.get("app"), "routes", ()):
+        if candidate.matches(scope)[0] == Match.FULL:
+            return getattr(candidate, "path", None)
+    return None
+
+
+def _route_span_details(scope: MutableMapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """Server span name ``METHOD /route/template`` (the path itself only when no route matches)."""
     method = scope.get("method", "HTTP")
-    for route in getattr(scope.get("app"), "routes", ()):
-        match, _ = route.matches(scope)
-        if match == Match.FULL:
-            path = getattr(route, "path", scope.get("path", ""))
-            return f"{method} {path}", {"http.route": path}
-    return f"{method} {scope.get('path', '')}", {}
+    path = route_template(scope)
+    if path is None:
+        return f"{method} {scope.get('path', '')}", {}
+    return f"{method} {path}", {"http.route": path}
 
 
 class Tracing:

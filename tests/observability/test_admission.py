@@ -82,6 +82,10 @@ async def test_429_at_the_limit_then_recovery(tiny_codec_dir: Path, fake_vllm: F
         assert refused.headers["retry-after"] == "1"
         assert (await client.post(url + SPEECH, json=BODY)).status_code == 200
         assert (await client.get(url + "/health")).status_code == 200  # other routes are not limited
+        got = samples((await client.get(url + "/metrics")).text)
+    refused_key = (("method", "POST"), ("route", SPEECH), ("status", "429"))
+    assert got[("tts_http_requests_total", refused_key)] == 1
+    assert got[("tts_errors_total", (("kind", "overload"),))] == 1
 
 
 async def test_a_queued_request_gets_the_slot(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -> None:
