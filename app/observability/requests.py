@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.audio.constants import SAMPLE_RATE
 from app.errors import APIError
 from app.observability.metrics import Metrics
-from app.observability.tracing import Tracing, bind_request_trace_id, route_template, unbind_request
+from app.observability.tracing import Tracing, bind_request_trace_id, unbind_request
 from app.pipeline import UtteranceStats
 
 access_log = logging.getLogger("app.access")
@@ -100,6 +100,9 @@ class RequestMiddleware:
         async def send_recorded(message: Message) -> None:
             if message["type"] == "http.response.start":
                 record.status = message["status"]
+                route = getattr(scope.get("route"), "path", None)
+                if route is not None:  # routed by now; the server span ends with the last byte
+                    self.tracing.name_server_span(record.method, route)
                 message["headers"] = [*message.get("headers", []), (b"x-trace-id", trace_id.encode())]
             elif message["type"] == "http.response.body":
                 body = message.get("body", b"")
@@ -125,7 +128,9 @@ class RequestMiddleware:
     def _finish(self, scope: Scope, record: RequestRecord, failure: BaseException | None) -> None:
         """Count the request and write its access line."""
         duration = time.perf_counter() - record.started
-        route = route_template(scope) or "unmatched"
+        route = getattr(scope.get("route"), "path", None)
+        if route is None:  # refused before routing (401, 429): only fixed paths keep their name
+            route = record.path if record.path in SYNTHESIS_PATHS else "unmatched"
         status = record.status if record.status is not None else 500
         kind = error_kind(record.status, failure, record)
         m = self.metrics

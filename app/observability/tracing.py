@@ -303,26 +303,9 @@ def gate_reason(settings: Settings) -> str | None:
     return None
 
 
-def route_template(scope: MutableMapping[str, Any]) -> str | None:
-    """The path template of the route ``scope`` goes (or went) to, None when no route matches."""
-    route = scope.get("route")
-    if route is not None:
-        return getattr(route, "path", None)
-    from starlette.routing import Match
-
-    for candidate in getattr(scope.get("app"), "routes", ()):
-        if candidate.matches(scope)[0] == Match.FULL:
-            return getattr(candidate, "path", None)
-    return None
-
-
-def _route_span_details(scope: MutableMapping[str, Any]) -> tuple[str, dict[str, str]]:
-    """Server span name ``METHOD /route/template`` (the path itself only when no route matches)."""
-    method = scope.get("method", "HTTP")
-    path = route_template(scope)
-    if path is None:
-        return f"{method} {scope.get('path', '')}", {}
-    return f"{method} {path}", {"http.route": path}
+def _request_span_details(scope: MutableMapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The server span's first name, ``METHOD /path``; renamed to the route template once routed."""
+    return f"{scope.get('method', 'HTTP')} {scope.get('path', '')}", {}
 
 
 class Tracing:
@@ -372,7 +355,7 @@ class Tracing:
         app.add_middleware(
             OpenTelemetryMiddleware,
             excluded_urls=",".join(UNTRACED_PATHS),
-            default_span_details=_route_span_details,
+            default_span_details=_request_span_details,
             tracer=self._live.tracer,
             meter=NoOpMeter("app.tts"),  # HTTP metrics come from prometheus-client
             exclude_spans=excluded,
@@ -408,6 +391,13 @@ class Tracing:
         """Flush and stop the exporters (blocking: call it off the event loop)."""
         if self.provider is not None:
             self.provider.shutdown()
+
+    def name_server_span(self, method: str, route: str) -> None:
+        """Name the current server span after the route template (called once routing is known)."""
+        if self._live is not None:
+            server = self._live.current_span()
+            server.update_name(f"{method} {route}")
+            server.set_attribute("http.route", route)
 
     def bind(self) -> Token[_Live | None] | None:
         """Make this app's tracer the one the helpers use in the current context (None when off)."""

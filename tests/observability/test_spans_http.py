@@ -153,3 +153,13 @@ async def test_inbound_traceparent_is_kept_when_spans_are_off(
             url + "/health", headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"}
         )
     assert response.headers["x-trace-id"] == trace_id
+
+
+async def test_server_span_is_named_after_the_route_template(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM
+) -> None:
+    app, exporter = traced_app(http_settings(tiny_codec_dir, fake_vllm.url))
+    async with serve_app(app) as url, httpx.AsyncClient(timeout=10) as client:
+        assert (await client.delete(url + "/v1/audio/voices/nobody")).status_code == 404
+        spans = await finished(exporter, "DELETE /v1/audio/voices/{name}")
+    assert one(spans, "DELETE /v1/audio/voices/{name}").attributes["http.route"] == "/v1/audio/voices/{name}"
