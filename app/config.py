@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 OPENAI_VOICES = (
@@ -38,7 +38,11 @@ class Settings(BaseSettings):
     # --- serving -------------------------------------------------------------------------------
     HOST: str = Field("0.0.0.0", description="Address uvicorn binds to.")
     PORT: int = Field(9091, ge=1, le=65535, description="Port uvicorn listens on.")
-    LOG_LEVEL: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    LOG_LEVEL: Literal["debug", "info", "warning", "error"] = Field(
+        "info",
+        validation_alias=AliasChoices("LOG_LEVEL", "LOGLEVEL"),
+        description="Log level (LOGLEVEL is read too, any case).",
+    )
 
     # --- LM backend ----------------------------------------------------------------------------
     LM_BACKEND: Literal["http", "transformers"] = Field(
@@ -219,6 +223,49 @@ class Settings(BaseSettings):
     FADE_IN_MS: float = Field(
         10.0, ge=0, le=200, description="Raised-cosine fade-in at the start of each response."
     )
+
+    # --- observability and operations ---------------------------------------------------------------
+    ENABLE_TRACING_SPANS: bool = Field(
+        True, description="Hot-path spans; built only when an exporter is configured too (OBSERVABILITY.md)."
+    )
+    TRACING_SPANS_REQUIRE_EXPORTER: bool = Field(
+        True, description="Build no spans unless an exporter is configured; false if one is attached in code."
+    )
+    TRACE_ASGI_MESSAGE_SPANS: bool = Field(
+        False, description="Keep OpenTelemetry's per-ASGI-message http receive/send spans."
+    )
+    OTLP_ENDPOINT: str = Field("", description="OTLP/HTTP collector (http://host:4318); opens the span gate.")
+    OTEL_EXPORTER_OTLP_ENDPOINT: str = Field(
+        "", description="Standard OTLP base URL; used like OTLP_ENDPOINT."
+    )
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: str = Field(
+        "", description="Standard OTLP traces URL, used as given; wins over the base URLs."
+    )
+    ENABLE_CONSOLE_SPAN_EXPORTER: bool = Field(False, description="Print finished spans to stdout.")
+    SERVICE_NAME: str = Field("tts-api", min_length=1, description="service.name of the spans.")
+    TRACING_SAMPLE: float = Field(
+        1.0, ge=0, le=1, description="Head sampling ratio of new traces (parent-based)."
+    )
+    API_KEYS: str = Field(
+        "", description="Comma-separated API keys, or a file of keys (one a line); empty = any key."
+    )
+    MAX_CONCURRENT_STREAMS: int = Field(
+        64, ge=0, description="Synthesis responses served at once; 0 = no limit."
+    )
+    MAX_QUEUED_STREAMS: int = Field(
+        64, ge=0, description="Requests that may wait for a stream slot; beyond it 429."
+    )
+    QUEUE_WAIT_S: float = Field(10.0, ge=0, le=300, description="Longest wait for a slot before a 429.")
+    READY_TIMEOUT_S: float = Field(2.0, gt=0, le=30, description="Deadline of /ready's LM backend check.")
+    SHUTDOWN_GRACE_S: float = Field(
+        30.0, ge=0, le=600, description="On SIGTERM, how long in-flight responses may finish."
+    )
+    LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
+
+    @field_validator("LOG_LEVEL", mode="before")
+    @classmethod
+    def _lower_log_level(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("CODEC_BUCKETS", "CUDA_GRAPH_BUCKETS", mode="before")
     @classmethod

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,7 @@ from app.config import Settings
 from app.errors import InvalidRequest, Unavailable
 from app.interleave.service import Interleave
 from app.lm.types import TokenSource
+from app.observability.metrics import Metrics
 from app.registry import VoiceRegistry
 from app.text.llm import LLMNormalizer
 from app.text.normalizer import TextNormalizer
@@ -91,6 +92,7 @@ class Engine:
     references: ReferenceCache
     interleave: Interleave
     codec: CodecWorker | None = None
+    metrics: Metrics = field(default_factory=Metrics)  # the app's registry, set by create_app
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Engine:
@@ -114,6 +116,7 @@ class Engine:
         from app.codec.device import resolve_device
         from app.codec.neucodec.loading import load_decoder, load_encoder
         from app.codec.worker import CodecWorker
+        from app.observability import tracing
 
         s = self.settings
         device = resolve_device(s.DEVICE)
@@ -127,7 +130,14 @@ class Engine:
         if s.VC_ENABLED:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
             encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
-        self.codec = CodecWorker(decoder, device, encoder=encoder, options=codec_options(s))
+        self.codec = CodecWorker(
+            decoder,
+            device,
+            encoder=encoder,
+            options=codec_options(s),
+            observer=self.metrics,
+            spans=tracing,  # the module's current_context/record_span: no-ops while spans are off
+        )
         self.codec.start()
         await self.registry.load()
         log.info("starting LM source %s", self.source.name)
@@ -150,8 +160,8 @@ class Engine:
             self.codec = None
 
     async def ready(self) -> dict[str, bool]:
-        """Readiness of each part: codec loaded, LM source able to start a generation."""
-        return {"codec": self.codec is not None, "lm": await self.source.ready()}
+        """Readiness of each part: codec worker running, LM source able to start a generation."""
+        return {"codec": self.codec is not None and self.codec.running, "lm": await self.source.ready()}
 
     def check_can_encode(self) -> None:
         """Raise before any upload is decoded when this server cannot encode reference audio."""

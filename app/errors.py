@@ -96,3 +96,19 @@ class PayloadTooLarge(APIError):
     status = 413
     type = "invalid_request_error"
     code = "payload_too_large"
+
+
+class Unauthorized(APIError):
+    """401: API keys are configured and the request has no valid ``Authorization: Bearer`` key."""
+
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class RateLimited(APIError):
+    """429: every stream slot is busy and the wait queue is full or the wait ran out (``Retry-After``)."""
+
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"

@@ -6,6 +6,7 @@ no work: settings are read and models loaded only when the app starts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -13,13 +14,18 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import catalog, health, interleave, normalize, speech, vc, voices
+from app.api import catalog, health, interleave, normalize, ops, speech, vc, voices
+from app.api.admission import Admission, AdmissionMiddleware
+from app.api.auth import ApiKeys, AuthMiddleware
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
 from app.api.serving import SpeechService
 from app.api.uploads import install_upload_limit
 from app.config import Settings
 from app.engine import Engine
+from app.observability.metrics import Metrics
+from app.observability.requests import SYNTHESIS_PATHS, RequestMiddleware
+from app.observability.tracing import Tracing
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +33,16 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app for ``settings`` (default: the environment); nothing starts before the lifespan."""
     settings = settings or Settings()
+    tracing = Tracing.from_settings(settings)
+    metrics = Metrics()
+    api_keys = ApiKeys(settings.API_KEYS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await api_keys.load()
+        tracing.start()
         eng = Engine.from_settings(settings)
+        eng.metrics = metrics
         app.state.engine = eng
         app.state.speech = SpeechService(eng)
         app.state.started_at = int(time.time())
@@ -40,6 +52,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await eng.close()
+            await asyncio.to_thread(tracing.shutdown)
+            log.info("engine closed")
 
     app = FastAPI(
         title="Streaming TTS server",
@@ -47,9 +61,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="OpenAI-compatible streaming text-to-speech: speech-token LM + NeuCodec.",
         lifespan=lifespan,
     )
+    app.state.tracing = tracing
+    app.state.metrics = metrics
     install_upload_limit(app, settings.MAX_UPLOAD_BYTES)
+    admission = Admission(
+        settings.MAX_CONCURRENT_STREAMS, settings.MAX_QUEUED_STREAMS, settings.QUEUE_WAIT_S, metrics
+    )
+    app.add_middleware(AdmissionMiddleware, admission=admission)
+    app.add_middleware(AuthMiddleware, keys=api_keys)
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestMiddleware, tracing=tracing, metrics=metrics)
+    tracing.install(app)  # outermost: the server span covers everything below
     install_error_handlers(app)
-    for module in (speech, vc, voices, normalize, interleave, catalog, health):
+    for module in (speech, vc, voices, normalize, interleave, catalog, health, ops):
         app.include_router(module.router)
+    ops.install_openapi(app, SYNTHESIS_PATHS)
     return app

@@ -5,6 +5,7 @@ Server-independent: the speech route, benchmarks and tests drive it the same way
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.lm.types import FinishReason, GenerationParams, TokenSource
+from app.observability.tracing import Attributes, span
 
 Decode = Callable[[list[int]], Awaitable[np.ndarray]]
 
@@ -25,6 +27,42 @@ class UtteranceStats:
     prompt_tokens: int | None = None  # LM tokens in the prompt, when the backend reports them
     finish_reason: FinishReason | None = None  # set once the LM stream ends, before the last decodes
     tokens: list[int] = field(default_factory=list)  # the generated codes, in order
+    samples: int = 0  # audio samples yielded
+    decodes: int = 0  # codec calls
+    lm_wait_s: float = 0.0  # waiting for LM codes with nothing left to decode
+    decode_wait_s: float = 0.0  # waiting for the codec
+    generation_s: float = 0.0  # start of the synthesis to its end
+
+    def span_attributes(self) -> Attributes:
+        """The ``tts.stream`` aggregates (``tts.audio_bytes`` counts 16-bit PCM)."""
+        return {
+            "tts.lm_wait_s": self.lm_wait_s,
+            "tts.decode_wait_s": self.decode_wait_s,
+            "tts.decodes": self.decodes,
+            "tts.audio_bytes": self.samples * 2,
+            "tts.codes": self.codes,
+        }
+
+
+class _ObservedDecode:
+    """``decode`` timed into the stats and traced as ``tts.chunk`` -> ``codec.decode``."""
+
+    def __init__(self, decode: Decode, stats: UtteranceStats) -> None:
+        self.decode = decode
+        self.stats = stats
+        self.last = False  # set before the stitcher's flush: its decode is the last window
+
+    async def __call__(self, codes: list[int]) -> np.ndarray:
+        index = self.stats.decodes
+        self.stats.decodes += 1
+        attributes = {"chunk.index": index, "chunk.decode_tokens": len(codes), "chunk.is_last": self.last}
+        with span("tts.chunk", attributes) as chunk:
+            with span("codec.decode", {"codec.tokens": len(codes)}):
+                started = time.perf_counter()
+                audio = await self.decode(codes)
+                self.stats.decode_wait_s += time.perf_counter() - started
+            chunk.set({"chunk.samples": len(audio)})
+        return audio
 
 
 async def synthesize(
@@ -40,19 +78,31 @@ async def synthesize(
     generation upstream (the LM stream is closed even when the task is being cancelled).
     """
     stats = stats if stats is not None else UtteranceStats()
+    started = time.perf_counter()
     stream = source.generate(params)
-    stitcher = Stitcher(decode, schedule)
+    observed = _ObservedDecode(decode, stats)
+    stitcher = Stitcher(observed, schedule)
+    deltas = aiter(stream)
     try:
-        async for codes in stream:
+        while True:
+            waited = time.perf_counter()
+            codes = await anext(deltas, None)
+            stats.lm_wait_s += time.perf_counter() - waited
+            if codes is None:
+                break
             stats.codes += len(codes)
             stats.tokens += codes
             for chunk in await stitcher.push(codes):
+                stats.samples += chunk.size
                 yield chunk
         stats.finish_reason = stream.finish_reason
+        observed.last = True
         for chunk in await stitcher.flush():
+            stats.samples += chunk.size
             yield chunk
     finally:
         with anyio.CancelScope(shield=True):
             await stream.aclose()
         stats.prompt_tokens = stream.prompt_tokens
         stats.finish_reason = stream.finish_reason
+        stats.generation_s = time.perf_counter() - started

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -9,11 +10,32 @@ from fastapi.responses import JSONResponse
 
 router = APIRouter(tags=["health"])
 
+READY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Ready to serve.",
+        "content": {
+            "application/json": {"example": {"status": "ready", "checks": {"codec": True, "lm": True}}}
+        },
+    },
+    503: {
+        "description": "Not ready; `reason` says why.",
+        "content": {
+            "application/json": {
+                "example": {
+                    "status": "not_ready",
+                    "checks": {"codec": True, "lm": False},
+                    "reason": "not ready: lm",
+                }
+            }
+        },
+    },
+}
+
 
 @router.get("/")
 async def root() -> dict[str, str]:
     """A cheap 200 with pointers (LiveKit's plugin GETs the base URL to prewarm)."""
-    return {"service": "tts-server", "docs": "/docs", "speech": "/v1/audio/speech"}
+    return {"service": "tts-server", "docs": "/scalar", "speech": "/v1/audio/speech"}
 
 
 @router.get("/health")
@@ -22,9 +44,25 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/ready", response_model=None)
+@router.get("/ready", response_model=None, responses=READY_RESPONSES)
 async def ready(request: Request) -> dict[str, Any] | JSONResponse:
-    """Readiness: 200 when the codec is loaded and the LM source can start a generation, else 503."""
-    checks = await request.app.state.engine.ready()
-    body = {"status": "ready" if all(checks.values()) else "not_ready", "checks": checks}
-    return body if all(checks.values()) else JSONResponse(body, status_code=503)
+    """Readiness: 200 when the engine is started, the codec worker runs and the LM source answers
+    within READY_TIMEOUT_S; else 503 with the failing checks and the reason."""
+    engine = getattr(request.app.state, "engine", None)
+    if engine is None:
+        checks, reason = {"engine": False}, "the engine is not started"
+    else:
+        timeout = engine.settings.READY_TIMEOUT_S
+        try:
+            async with asyncio.timeout(timeout):
+                checks = await engine.ready()
+            reason = None
+        except TimeoutError:
+            checks = {"codec": engine.codec is not None and engine.codec.running, "lm": False}
+            reason = f"the LM backend did not answer within {timeout:g} s"
+        failing = [name for name, ok in checks.items() if not ok]
+        if reason is None and failing:
+            reason = "not ready: " + ", ".join(failing)
+    if reason is None:
+        return {"status": "ready", "checks": checks}
+    return JSONResponse({"status": "not_ready", "checks": checks, "reason": reason}, status_code=503)

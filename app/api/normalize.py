@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
 
 from app.api.schemas import NormalizeRequest, NormalizeResponse
 from app.api.serving import check_input_length, normalize_text
@@ -11,8 +13,19 @@ from app.engine import Engine
 router = APIRouter(tags=["text"])
 
 
+NORMALIZE_EXAMPLES: dict[str, Any] = {
+    "spoken": {
+        "summary": "Numbers, money and dates read out",
+        "value": {"input": "Pay RM12.50 by 3/5/2025.", "mode": "spoken"},
+    },
+    "rule": {"summary": "Markup cleaned up", "value": {"input": "**Hello** <b>world</b>", "mode": "rule"}},
+}
+
+
 @router.post("/v1/audio/normalize")
-async def normalize(body: NormalizeRequest, request: Request) -> NormalizeResponse:
+async def normalize(
+    body: Annotated[NormalizeRequest, Body(openapi_examples=NORMALIZE_EXAMPLES)], request: Request
+) -> NormalizeResponse:
     """Normalize ``input`` with ``mode``: 400 when llm mode is not configured, 502 when its call fails."""
     engine: Engine = request.app.state.engine
     check_input_length(body.input, engine.settings.MAX_INPUT_CHARS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Literal, Protocol, TypeVar
 
@@ -41,6 +42,8 @@ from app.interleave.ids import request_id
 from app.interleave.service import InterleaveTurn
 from app.lm.prompt import clean_text, tts_prompt, vc_prompt
 from app.lm.types import GenerationParams
+from app.observability.requests import request_record
+from app.observability.tracing import Attributes, span, start_span, traced_stream
 from app.pipeline import UtteranceStats, synthesize
 from app.registry import RegisteredVoice
 from app.text.normalizer import NormalizeResult
@@ -96,14 +99,38 @@ async def normalize_text(
 ) -> NormalizeResult:
     """``text`` through the engine's normalizer with the request's options and the settings' defaults."""
     s = engine.settings
-    return await engine.normalizer.normalize(
-        clean_text(text),
-        mode=options.mode or s.DEFAULT_NORMALIZER_MODE,
-        normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
-        language=options.language,
-        prompt=options.prompt,
-        for_speech=for_speech,
-    )
+    mode = options.mode or s.DEFAULT_NORMALIZER_MODE
+    with span("tts.normalize", {"normalizer.mode": mode, "normalizer.chars_in": len(text)}) as traced:
+        started = time.perf_counter()
+        result = await engine.normalizer.normalize(
+            clean_text(text),
+            mode=mode,
+            normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
+            language=options.language,
+            prompt=options.prompt,
+            for_speech=for_speech,
+        )
+        engine.metrics.observe_normalize(result.mode_used, time.perf_counter() - started)
+        traced.set({"normalizer.chars_out": len(result.output), "normalizer.fallback": result.fallback})
+    return result
+
+
+def stream_attributes(params: GenerationParams, opts: SynthesisOptions, first_tokens: int) -> Attributes:
+    """The ``tts.stream`` span's request attributes."""
+    return {
+        "tts.model": params.model,
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "prompt_chars": len(params.prompt),
+        "playback_speed": opts.playback_speed,
+        "playback_overlap_speed": opts.playback_overlap_speed,
+        "first_window_tokens": first_tokens,
+        "response_format": opts.response_format,
+        "stream": opts.stream,
+        "stream_format": opts.stream_format,
+        "stream_normalize": opts.stream_normalize,
+        "speaking_rate": opts.speed,
+    }
 
 
 class SpeechService:
@@ -173,11 +200,15 @@ class SpeechService:
         limit = self.engine.settings.MAX_INPUT_CHARS
         check_input_length(form.reference_text, limit, "reference_text")
         check_input_length(form.generate_text, limit, "generate_text")
-        reference = await read_reference(self.engine.settings, reference_audio, "reference_audio")
+        with span("vc.load_audio") as loading:
+            reference = await read_reference(self.engine.settings, reference_audio, "reference_audio")
+            loading.set({"audio.samples": len(reference.samples)})
         options = form.text_options()
         reference_text = await self.speech_text(form.reference_text, options, "reference_text")
         text = await self.speech_text(form.generate_text, options, "generate_text")
-        codes = await self.engine.reference_codes(reference)
+        with span("codec.encode", {"codec.samples": len(reference.samples)}) as encoding:
+            codes = await self.engine.reference_codes(reference)
+            encoding.set({"codec.tokens": len(codes)})
         return self.sampling(vc_prompt(reference_text, codes, text), form)
 
     def post_options(self, opts: SynthesisOptions) -> PostOptions:
@@ -197,12 +228,14 @@ class SpeechService:
 
     async def create(self, req: SpeechRequest, request: Request) -> Response:
         """``/v1/audio/speech``: validate, build, then stream (or buffer) the audio."""
+        request_record(request).voice = req.voice_name()
         interleave_id = request_id(req.interleave_id, request.headers.get(INTERLEAVE_HEADER))
         params, turn = await self.generation_params(req, interleave_id)
         return await self.respond(params, req, request, turn)
 
     async def convert(self, form: VCForm, reference_audio: AsyncReadable, request: Request) -> Response:
         """``/v1/audio/vc``: validate, encode the reference, then stream (or buffer) the audio."""
+        request_record(request).voice = "reference_audio"
         return await self.respond(await self.vc_params(form, reference_audio), form, request)
 
     async def respond(
@@ -224,16 +257,19 @@ class SpeechService:
             given(opts.playback_overlap_speed, s.DEFAULT_PLAYBACK_OVERLAP_SPEED),
         )
         stats = UtteranceStats()
+        record = request_record(request)
+        record.response_format, record.stats = opts.response_format, stats
         try:
             hold = turn.hold_codes if turn is not None else 0
-            chunks, first = await self._first_audio(request, params, schedule, opts.stream, stats, hold)
+            chunks, first = await self._first_audio(request, params, opts, schedule, stats, hold)
             if turn is not None and turn.falls_back(stats):
                 with anyio.CancelScope(shield=True):
                     await chunks.aclose()
                 self.engine.interleave.fell_back()
                 turn, stats = turn.cold(), UtteranceStats()
+                record.stats = stats
                 params = turn.params
-                chunks, first = await self._first_audio(request, params, schedule, opts.stream, stats, 0)
+                chunks, first = await self._first_audio(request, params, opts, schedule, stats, 0)
         except BaseException:
             chain.close()
             raise
@@ -263,20 +299,26 @@ class SpeechService:
         self,
         request: Request,
         params: GenerationParams,
+        opts: SynthesisOptions,
         schedule: StitchSchedule,
-        stream: bool,
         stats: UtteranceStats,
         hold_codes: int,
     ) -> tuple[AsyncGenerator[np.ndarray, None], np.ndarray]:
-        """Start the generation; return its chunk iterator and the first audio: when streaming, the
-        first chunk (extended until ``hold_codes`` codes exist or the LM has finished), else all of it.
-        BackendError when the LM produced nothing; the iterator is closed on any failure."""
+        """Start the generation (its ``tts.stream`` span); return its chunk iterator and the first
+        audio: when streaming, the first chunk (extended until ``hold_codes`` codes exist or the LM has
+        finished), else all of it. BackendError when the LM produced nothing; the iterator is closed
+        on any failure."""
         codec = self.engine.codec
         if codec is None:
             raise Unavailable("The codec is not loaded yet.")
-        chunks = synthesize(self.engine.source, codec.decode, params, schedule, stats)
+        stream_span = start_span("tts.stream", stream_attributes(params, opts, schedule.first_tokens))
+        chunks = traced_stream(
+            stream_span,
+            synthesize(self.engine.source, codec.decode, params, schedule, stats),
+            stats.span_attributes,
+        )
         try:
-            if stream:
+            if opts.stream:
                 first = await self._watch(request, _head(chunks, stats, hold_codes))
             else:
                 pcm = await self._watch(request, _collect(chunks))

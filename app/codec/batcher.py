@@ -134,6 +134,12 @@ class _Batch(Generic[T, R, P]):
 
 _STOP = object()
 
+# the stages of one item, recorded as children of the span that was current when it was submitted
+SPAN_NAMES = {
+    "decode": ("codec.batch_wait", "codec.batch_prep", "codec.compute_wait", "codec.gpu_decode"),
+    "encode": ("codec.encode_wait", "codec.encode_prep", "codec.encode_compute_wait", "codec.encode_gpu"),
+}
+
 
 def _settle(future: asyncio.Future[Any], result: object) -> None:
     """Settle ``future`` on its loop thread unless the caller gave up meanwhile."""
@@ -347,13 +353,8 @@ class Batcher(Generic[T, R, P]):
         self, item: _Item[T, R], batch: _Batch[T, R, P], started: int, finished: int, graph: bool
     ) -> None:
         record, parent, size = self._spans.record_span, item.span_parent, len(batch.items)
-        record("codec.batch_wait", parent, item.submitted_ns, batch.collected_ns)
-        record("codec.batch_prep", parent, batch.collected_ns, batch.prepared_ns, {"batch.size": size})
-        record("codec.compute_wait", parent, batch.prepared_ns, started)
-        record(
-            "codec.gpu_decode" if self.name == "decode" else f"codec.{self.name}",
-            parent,
-            started,
-            finished,
-            {"batch.size": size, "codec.cuda_graph": graph},
-        )
+        wait, prep, compute_wait, compute = SPAN_NAMES.get(self.name, SPAN_NAMES["decode"])
+        record(wait, parent, item.submitted_ns, batch.collected_ns)
+        record(prep, parent, batch.collected_ns, batch.prepared_ns, {"batch.size": size})
+        record(compute_wait, parent, batch.prepared_ns, started)
+        record(compute, parent, started, finished, {"batch.size": size, "codec.cuda_graph": graph})

@@ -24,6 +24,7 @@ from yarl import URL
 from app.errors import APIError, BackendError, BackendTimeout, Unavailable
 from app.lm.speech_tokens import SpeechTokenError, SpeechTokenParser
 from app.lm.types import FinishReason, GenerationParams
+from app.observability.tracing import NOOP_SPAN, SpanLike, span, start_span
 
 HEALTH_TIMEOUT_S = 2.0
 _MAX_LINE = 1 << 20  # one SSE line; vLLM's are ~15 bytes per token
@@ -254,9 +255,14 @@ class HttpTokenStream:
         parser = SpeechTokenParser()
         finish: str | None = None
         done = False
+        generation = start_span("lm.generate", {"lm.url": str(self._url)})
+        first_token: SpanLike = NOOP_SPAN
+        deltas = 0
         try:
             async with asyncio.timeout_at(deadline):
-                response = await self._open()
+                with span("lm.connect", parent=generation.context):
+                    response = await self._open()
+            first_token = start_span("lm.first_token", parent=generation.context)
             while not done and not self._closing:
                 try:
                     async with asyncio.timeout_at(deadline):
@@ -281,6 +287,9 @@ class HttpTokenStream:
                 except SpeechTokenError as exc:
                     raise BackendError(f"LM backend sent an invalid speech token: {exc}") from None
                 if codes:
+                    if not deltas:
+                        first_token.end()
+                    deltas += 1
                     yield codes
                 deadline = loop.time() + self._token_timeout_s
                 waiting_for = "next token"
@@ -308,6 +317,10 @@ class HttpTokenStream:
                     self._response.release()
                 else:
                     self._response.close()
+            if not deltas:
+                first_token.end()
+            generation.set({"lm.deltas": deltas, "lm.finish_reason": self.finish_reason})
+            generation.end()
 
     async def _open(self) -> aiohttp.ClientResponse:
         """Send the request; return the response once it is known to be a 200."""

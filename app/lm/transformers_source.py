@@ -22,6 +22,7 @@ from app.codec.device import resolve_device, set_current
 from app.errors import APIError, BackendError, Unavailable
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.types import FinishReason, GenerationParams
+from app.observability.tracing import NOOP_SPAN, SpanLike, start_span
 
 GREEDY_BELOW = 1e-5  # temperatures under this sample greedily (vLLM's _SAMPLING_EPS)
 _DTYPES: dict[str, torch.dtype | str] = {
@@ -275,6 +276,8 @@ class TransformersTokenStream:
         self._params = params
         self._job: _Job | None = None
         self._end: _End | None = None
+        self._span: SpanLike = NOOP_SPAN  # lm.generate, from the first __anext__ to the end
+        self._deltas = 0
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -288,6 +291,7 @@ class TransformersTokenStream:
         if self.finish_reason is not None:
             raise StopAsyncIteration
         if self._job is None:
+            self._span = start_span("lm.generate", {"lm.url": f"inprocess:{self._source.name}"})
             self._job = _Job(self._params, asyncio.get_running_loop())
             self._source._submit(self._job)
             weakref.finalize(self, self._job.cancel.set)  # a stream dropped unclosed stops its generation
@@ -308,9 +312,11 @@ class TransformersTokenStream:
                     break
                 item = job.out.get_nowait()
         if codes:
+            self._deltas += 1
             return codes
         assert self._end is not None
         self.finish_reason = self._end.reason
+        self._end_span()
         if self._end.error is not None:
             raise self._end.error
         raise StopAsyncIteration
@@ -319,9 +325,16 @@ class TransformersTokenStream:
         """Stop the generation; returns once the thread has left it (within one step)."""
         if self.finish_reason is None:
             self.finish_reason = "cancelled"
+        self._end_span()
         job = self._job
         if job is None or self._end is not None:
             return
         job.cancel.set()
         if job.started.is_set():
             await job.done.wait()
+
+    def _end_span(self) -> None:
+        """End ``lm.generate`` with its outcome (once)."""
+        self._span.set({"lm.deltas": self._deltas, "lm.finish_reason": self.finish_reason})
+        self._span.end()
+        self._span = NOOP_SPAN

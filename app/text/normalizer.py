@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from app.errors import InvalidRequest
+from app.observability.tracing import span
 from app.text.llm import MAX_PROMPT_CHARS, LLMNormalizer, LLMNormalizerError
 from app.text.rule import clean, normalize_rule
 from app.text.spoken import normalize_spoken
@@ -79,12 +80,15 @@ class TextNormalizer:
         if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
             raise InvalidRequest(f"prompt is longer than {MAX_PROMPT_CHARS} characters", param="prompt")
         if mode == "rule":
-            output = await self._run(
-                normalize_rule, text, normalize_malaysian=normalize_malaysian, language=language
-            )
+            with span("normalize.rule", {"normalizer.malaysian": normalize_malaysian}):
+                output = await self._run(
+                    normalize_rule, text, normalize_malaysian=normalize_malaysian, language=language
+                )
             return NormalizeResult(output, "rule")
         if mode == "spoken":
-            return NormalizeResult(await self._run(normalize_spoken_mode, text, language=language), "spoken")
+            with span("normalize.spoken"):
+                output = await self._run(normalize_spoken_mode, text, language=language)
+            return NormalizeResult(output, "spoken")
         return await self._normalize_llm(text, language, prompt, for_speech)
 
     async def _normalize_llm(
@@ -99,7 +103,13 @@ class TextNormalizer:
         if self.llm is None:
             return await self._spoken_fallback(cleaned, language, "unconfigured")
         try:
-            return NormalizeResult(await self.llm.normalize(cleaned, language, prompt), "llm")
+            attributes = {
+                "llm.model": self.llm.model,
+                "llm.url": str(self.llm.url),
+                "llm.timeout_s": self.llm.timeout_s,
+            }
+            with span("normalize.llm", attributes):
+                return NormalizeResult(await self.llm.normalize(cleaned, language, prompt), "llm")
         except LLMNormalizerError as exc:
             if not for_speech:
                 raise
@@ -110,7 +120,8 @@ class TextNormalizer:
         self, cleaned: str, language: str, reason: Literal["unconfigured", "error"]
     ) -> NormalizeResult:
         """The ``spoken`` reading of already cleaned text, marked as a fallback for ``reason``."""
-        output = await self._run(normalize_spoken, cleaned, language=language)
+        with span("normalize.spoken", {"normalizer.fallback": reason}):
+            output = await self._run(normalize_spoken, cleaned, language=language)
         return NormalizeResult(output, "spoken", reason)
 
     async def _run(self, function: Callable[..., str], text: str, **kwargs: str | bool) -> str:

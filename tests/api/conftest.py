@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from app.config import Settings
 from app.main import create_app
@@ -17,12 +18,15 @@ from tests.fakes.fake_vllm import FakeVLLM, Script
 from tests.speech_audio import espeak_wav
 
 
-@asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[str]:
+def serve(settings: Settings) -> AbstractAsyncContextManager[str]:
     """Run ``create_app(settings)`` under uvicorn in this event loop; yield its base URL."""
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
-    )
+    return serve_app(create_app(settings))
+
+
+@asynccontextmanager
+async def serve_app(app: FastAPI) -> AsyncIterator[str]:
+    """Run ``app`` under uvicorn in this event loop; yield its base URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
