@@ -64,6 +64,7 @@ def http_settings(codec_dir: Path, lm_url: str, **overrides: object) -> Settings
         "LM_TOKEN_TIMEOUT_S": 2.0,
         "DISCONNECT_POLL_S": 0.05,
         "DEFAULT_PLAYBACK_SPEED": 0.4,  # 20-token first window: several windows per test utterance
+        "CODEC_BUCKETS": [16, 24, 32, 48, 64],  # decode lengths scaled to the short test utterances
     }
     return make_settings(**(values | overrides))
 

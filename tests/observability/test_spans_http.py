@@ -69,9 +69,15 @@ async def test_speech_span_tree_and_aggregates(tiny_codec_dir: Path, fake_vllm: 
     assert [c.attributes["chunk.is_last"] for c in chunks] == [False, True]
     assert all(is_child(chunk, stream) for chunk in chunks)
     assert len(decodes) == 2
+    stages = ["codec.batch_wait", "codec.batch_prep", "codec.compute_wait", "codec.gpu_decode"]
     for chunk, decode in zip(chunks, decodes, strict=True):
         assert is_child(decode, chunk)
         assert decode.attributes["codec.tokens"] == chunk.attributes["chunk.decode_tokens"]
+        inside = sorted((s for s in spans if s.parent and is_child(s, decode)), key=lambda s: s.start_time)
+        assert [s.name for s in inside] == stages  # the batcher's stages, recorded after the fact
+        assert all(decode.start_time <= s.start_time <= s.end_time <= decode.end_time for s in inside)
+        assert inside[-1].attributes["batch.size"] >= 1
+        assert inside[-1].attributes["codec.cuda_graph"] is False
     assert sum(c.attributes["chunk.decode_tokens"] for c in chunks) >= N_CODES
     assert not [s for s in spans if s.name.endswith(("http receive", "http send"))]
 
