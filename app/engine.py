@@ -63,6 +63,15 @@ def build_normalizer(settings: Settings) -> TextNormalizer:
     return TextNormalizer(llm, offload_chars=settings.NORMALIZE_OFFLOAD_CHARS)
 
 
+def cpu_has_bf16_matmul() -> bool:
+    """True when this CPU has bf16 matrix instructions (AMX tiles or AVX-512-BF16), which is what makes
+    a bf16 decoder faster than float32 on a CPU (torch's own probes; False if it has none)."""
+    import torch
+
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
 def codec_options(settings: Settings) -> CodecOptions:
     """The codec batcher's settings (batching window and size, timeouts, graphs, compile)."""
     from app.codec.worker import CodecOptions
@@ -126,6 +135,12 @@ class Engine:
         decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
         if s.CODEC_DTYPE != "float32":
             decoder.cast(getattr(torch, s.CODEC_DTYPE))
+            if device.type == "cpu" and not cpu_has_bf16_matmul():
+                log.warning(
+                    "CODEC_DTYPE=%s on a CPU without AMX or AVX-512-BF16: expect the decoder to be many "
+                    "times slower than float32 (see README, Benchmarks)",
+                    s.CODEC_DTYPE,
+                )
         encoder = None
         if s.VC_ENABLED:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)

@@ -42,15 +42,11 @@ class NeuCodecDecoder(nn.Module):
         self.generator = Generator(config)
 
     def cast(self, dtype: torch.dtype) -> NeuCodecDecoder:
-        """Run the network in ``dtype`` (bf16/fp16 for throughput); the ISTFT and its window stay float32,
-        so the output is float32 audio either way. Returns self."""
-        for part in (
-            self.fc_post_a,
-            self.generator.quantizer,
-            self.generator.backbone,
-            self.generator.head.out,
-        ):
-            part.to(dtype)
+        """Run the network in ``dtype`` (bf16/fp16 for throughput). Only the weights are cast: buffers
+        (the rotary tables, the ISTFT window) and the ISTFT stay float32, so the output is float32 audio
+        either way. Returns self."""
+        for parameter in self.parameters():
+            parameter.data = parameter.data.to(dtype)
         return self
 
     def forward(self, codes: torch.Tensor) -> torch.Tensor:
