@@ -13,3 +13,4 @@ python3 -m app.tools.fixtures --out /tmp/full --full-size-codec >/dev/null
 python3 -m bench.codec_bench --codec-dir /tmp/full/codec --device cuda --streams "${STREAMS:-1,8,32,64}" \
   --seconds "${SECONDS_PER_STREAM:-20}" --out codec_h200.json 2>&1 | tee "$OUT/bench.log"
 cp bench/results/codec_h200.json "$OUT/" 2>/dev/null || true
+python3 -m bench.decoder_profile --codec-dir /tmp/full/codec --device cuda 2>&1 | tee "$OUT/profile.log"

@@ -345,9 +345,9 @@ class Batcher(Generic[T, R, P]):
             for item in batch.items:
                 observer.observe_codec_queue_wait(self.name, (batch.collected_ns - item.submitted_ns) / 1e9)
         for item, result in zip(batch.items, results, strict=True):
-            self._deliver(item, result)
-            if item.span_parent is not None:
+            if item.span_parent is not None:  # before the result: the caller's span ends after it
                 self._record_spans(item, batch, started, finished, graph)
+            self._deliver(item, result)
 
     def _record_spans(
         self, item: _Item[T, R], batch: _Batch[T, R, P], started: int, finished: int, graph: bool
