@@ -141,7 +141,3 @@ class DeviceOps:
         """Tell the caching allocator that ``tensor``, made on another stream, is used on ``stream``."""
         if stream is not None:
             tensor.record_stream(stream)
-
-    def synchronize(self) -> None:
-        """Wait for all queued work on the device."""
-        synchronize(self.device)
