@@ -97,6 +97,14 @@ async def test_vc_span_tree(tiny_codec_dir: Path, fake_vllm: FakeVLLM, reference
     assert encode.attributes["codec.samples"] == samples
     assert encode.attributes["codec.tokens"] == samples // 320
     assert load.end_time <= encode.start_time
+    stages = sorted((s for s in spans if s.parent and is_child(s, encode)), key=lambda s: s.start_time)
+    assert [s.name for s in stages] == [
+        "codec.encode_wait",
+        "codec.encode_prep",
+        "codec.encode_compute_wait",
+        "codec.encode_gpu",
+    ]
+    assert stages[-1].attributes["batch.size"] == 1
     assert len(by_name(spans, "tts.normalize")) == 2  # reference_text and generate_text
     stream = one(spans, "tts.stream")
     assert is_child(stream, root) and stream.start_time >= encode.end_time
