@@ -313,3 +313,19 @@ async def test_bf16_batched_decodes_stay_within_30_db_of_fp32() -> None:
         ratios.append(snr_db(_alone(reference, window), audio))
     print(f"bf16 vs fp32 SNR per window (dB): {[round(r, 1) for r in ratios]}")
     assert min(ratios) >= 30
+
+
+@pytest.mark.slow
+async def test_torch_compile_path_decodes_like_eager(tiny_decoder: NeuCodecDecoder) -> None:
+    """TORCH_COMPILE=true on a CPU (inductor, one dynamic-shape graph): batched, compiled decodes equal
+    the eager lone decodes. Compiling takes tens of seconds cold."""
+    worker = CodecWorker(tiny_decoder, "cpu", options=CodecOptions(compile=True, window_s=0.05))
+    windows = [[(i * 7919 + n) % 65536 for i in range(n)] for n in (16, 16, 24)]
+    worker.start()
+    try:
+        results = await asyncio.gather(*(worker.decode(w) for w in windows))
+    finally:
+        await worker.close()
+    assert worker.decoder_batcher.stats.sizes[2] == 1  # the two 16-code windows shared a batch
+    for window, audio in zip(windows, results, strict=True):
+        np.testing.assert_allclose(audio, _alone(tiny_decoder, window), atol=1e-5, rtol=0)
