@@ -69,10 +69,7 @@ class CodecWorker:
         spans: SpanRecorder | None = None,
     ) -> None:
         self.options = options or CodecOptions()
-        if self.options.max_encode_batch < 1:
-            raise ValueError(f"max_encode_batch must be >= 1, got {self.options.max_encode_batch}")
         self._codebook_size = decoder.config.codebook_size
-        self._hop = decoder.config.hop_length
         self._encoder = encoder
         self.ops = device if isinstance(device, DeviceOps) else DeviceOps(device)
         opts = self.options
