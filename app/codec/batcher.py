@@ -72,23 +72,6 @@ class SpanRecorder(Protocol):
     ) -> None: ...
 
 
-class NoSpans:
-    """The span recorder when tracing is off: captures nothing, records nothing."""
-
-    def current_context(self) -> object | None:
-        return None
-
-    def record_span(
-        self,
-        name: str,
-        parent: object | None,
-        start_ns: int,
-        end_ns: int,
-        attributes: Mapping[str, object] | None = None,
-    ) -> None:
-        return None
-
-
 @dataclass
 class BatchStats:
     """Plain counters of one batcher: batch sizes, per-item queue waits, compute times, graph hits."""
@@ -190,7 +173,7 @@ class Batcher(Generic[T, R, P]):
         self._warmup = warmup
         self.stats = BatchStats()  # replaceable (a bench resets it between runs)
         self._observer = observer
-        self._spans: SpanRecorder = spans if spans is not None else NoSpans()
+        self._spans = spans  # None: no tracing (no context captured, so nothing recorded)
         self._queue: queue.SimpleQueue[_Item[T, R] | object] = queue.SimpleQueue()
         self._handoff: queue.Queue[_Batch[T, R, P] | object] = queue.Queue(maxsize=1)
         self._threads: list[threading.Thread] = []
@@ -221,7 +204,8 @@ class Batcher(Generic[T, R, P]):
         exception its batch raised. Cancelling the caller drops the item if it has not been batched."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        item = _Item(payload, future, loop, time.time_ns(), self._spans.current_context())
+        parent = self._spans.current_context() if self._spans is not None else None
+        item = _Item(payload, future, loop, time.time_ns(), parent)
         with self._lock:
             if not self.running:
                 raise BatcherClosed(f"the codec is not running (no {self.name} accepted)")
@@ -345,14 +329,20 @@ class Batcher(Generic[T, R, P]):
             for item in batch.items:
                 observer.observe_codec_queue_wait(self.name, (batch.collected_ns - item.submitted_ns) / 1e9)
         for item, result in zip(batch.items, results, strict=True):
-            if item.span_parent is not None:  # before the result: the caller's span ends after it
-                self._record_spans(item, batch, started, finished, graph)
+            if self._spans is not None and item.span_parent is not None:  # before the result:
+                self._record_spans(self._spans, item, batch, started, finished, graph)  # its span ends after
             self._deliver(item, result)
 
     def _record_spans(
-        self, item: _Item[T, R], batch: _Batch[T, R, P], started: int, finished: int, graph: bool
+        self,
+        spans: SpanRecorder,
+        item: _Item[T, R],
+        batch: _Batch[T, R, P],
+        started: int,
+        finished: int,
+        graph: bool,
     ) -> None:
-        record, parent, size = self._spans.record_span, item.span_parent, len(batch.items)
+        record, parent, size = spans.record_span, item.span_parent, len(batch.items)
         wait, prep, compute_wait, compute = SPAN_NAMES.get(self.name, SPAN_NAMES["decode"])
         record(wait, parent, item.submitted_ns, batch.collected_ns)
         record(prep, parent, batch.collected_ns, batch.prepared_ns, {"batch.size": size})
