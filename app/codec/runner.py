@@ -15,6 +15,7 @@ On cpu there are no streams and no pinning; the same calls run synchronously.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,11 +40,17 @@ class PreparedBatch:
 
 
 class HostBufferPool:
-    """Pinned (on accelerators) int64 host buffers by shape, handed out and returned across threads."""
+    """Pinned (on accelerators) int64 host buffers by shape, handed out and returned across threads.
 
-    def __init__(self, ops: DeviceOps) -> None:
+    Bounded: at most ``per_shape`` free buffers of a shape and ``shapes`` shapes (least recently used
+    dropped), so the one-off lengths of final windows cannot pile up page-locked memory.
+    """
+
+    def __init__(self, ops: DeviceOps, shapes: int = 64, per_shape: int = 2) -> None:
         self._ops = ops
-        self._free: dict[tuple[int, int], list[torch.Tensor]] = {}
+        self._shapes = shapes
+        self._per_shape = per_shape
+        self._free: OrderedDict[tuple[int, int], list[torch.Tensor]] = OrderedDict()
         self._lock = threading.Lock()
 
     def take(self, shape: tuple[int, int]) -> torch.Tensor:
@@ -51,13 +58,20 @@ class HostBufferPool:
         with self._lock:
             free = self._free.get(shape)
             if free:
+                self._free.move_to_end(shape)
                 return free.pop()
         return self._ops.pinned(shape, torch.long)
 
     def give(self, buffer: torch.Tensor) -> None:
         """Return ``buffer`` once no copy reads it any more."""
+        shape = (buffer.shape[0], buffer.shape[1])
         with self._lock:
-            self._free.setdefault((buffer.shape[0], buffer.shape[1]), []).append(buffer)
+            free = self._free.setdefault(shape, [])
+            self._free.move_to_end(shape)
+            if len(free) < self._per_shape:
+                free.append(buffer)
+            while len(self._free) > self._shapes:
+                self._free.popitem(last=False)
 
 
 class DecodeRunner:
