@@ -101,8 +101,8 @@ DELTA_CODES = 10  # codes per LM delta pushed into the stitcher
 
 
 @dataclass(frozen=True)
-class Engine:
-    """One engine configuration the bench compares: batching, buckets, dtype, graphs, compile."""
+class Variant:
+    """One codec configuration the bench compares: batching, buckets, dtype, graphs, compile."""
 
     name: str
     batched: bool
@@ -127,13 +127,13 @@ class Engine:
 
 
 ENGINES = {
-    "baseline": Engine("baseline", batched=False),
-    "batched": Engine("batched", batched=True),
-    "batched+bf16": Engine("batched+bf16", batched=True, dtype="bfloat16"),
-    "batched+graphs": Engine("batched+graphs", batched=True, graphs=True),
-    "batched+bf16+graphs": Engine("batched+bf16+graphs", batched=True, dtype="bfloat16", graphs=True),
-    "batched+compile": Engine("batched+compile", batched=True, compile=True),
-    "batched+bf16+compile": Engine("batched+bf16+compile", batched=True, dtype="bfloat16", compile=True),
+    "baseline": Variant("baseline", batched=False),
+    "batched": Variant("batched", batched=True),
+    "batched+bf16": Variant("batched+bf16", batched=True, dtype="bfloat16"),
+    "batched+graphs": Variant("batched+graphs", batched=True, graphs=True),
+    "batched+bf16+graphs": Variant("batched+bf16+graphs", batched=True, dtype="bfloat16", graphs=True),
+    "batched+compile": Variant("batched+compile", batched=True, compile=True),
+    "batched+bf16+compile": Variant("batched+bf16+compile", batched=True, dtype="bfloat16", compile=True),
 }
 
 
@@ -181,7 +181,7 @@ def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
 
 
 async def measure(
-    engine: Engine, decoder: NeuCodecDecoder, device: torch.device, n_streams: int, args: argparse.Namespace
+    engine: Variant, decoder: NeuCodecDecoder, device: torch.device, n_streams: int, args: argparse.Namespace
 ) -> dict[str, object]:
     """``n_streams`` concurrent streams of utterances through one engine: throughput, batches, waits."""
     worker = CodecWorker(decoder, device, options=engine.options())
@@ -243,7 +243,7 @@ def precision(decoders: dict[str, NeuCodecDecoder], device: torch.device, seed: 
 
 
 async def run(
-    codec_dir: Path, device: torch.device, engines: list[Engine], args: argparse.Namespace
+    codec_dir: Path, device: torch.device, engines: list[Variant], args: argparse.Namespace
 ) -> tuple[NeuCodecConfig, list[dict[str, object]], dict[str, float]]:
     """Load the decoder (and its bf16 copy when an engine needs it) and measure every engine for
     every stream count, engines interleaved per stream count so they share the machine's state."""
