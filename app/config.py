@@ -12,6 +12,9 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.core import defaults
+from app.core.types import NormalizerMode
+
 OPENAI_VOICES = (
     "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx",
     "nova", "sage", "shimmer", "verse", "marin", "cedar",
@@ -30,12 +33,9 @@ def _split_csv(value: object) -> object:
     return value
 
 
-class Settings(BaseSettings):
-    """Server configuration, read from the environment and an optional ``.env`` file."""
+class ServingSettings(BaseSettings):
+    """Serving: the HTTP server, admission, limits and shutdown."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=True)
-
-    # --- serving -------------------------------------------------------------------------------
     HOST: str = Field("0.0.0.0", description="Address uvicorn binds to.")
     PORT: int = Field(9091, ge=1, le=65535, description="Port uvicorn listens on.")
     LOG_LEVEL: Literal["debug", "info", "warning", "error"] = Field(
@@ -43,8 +43,16 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("LOG_LEVEL", "LOGLEVEL"),
         description="Log level (LOGLEVEL is read too, any case).",
     )
+    MODEL_FAMILIES: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["neucodec"],
+        description="Model families loaded at startup (CSV); the first is the default (OpenAI model names).",
+    )
 
-    # --- LM backend ----------------------------------------------------------------------------
+
+class LMSettings(BaseSettings):
+    """The speech-token LM: backend, model, timeouts, sampling defaults."""
+
+    # --- LM backend -------------------------------------------------------------------------------------
     LM_BACKEND: Literal["http", "transformers"] = Field(
         "transformers", description="Speech-token source: vLLM over HTTP, or the LM in-process."
     )
@@ -69,8 +77,25 @@ class Settings(BaseSettings):
         0.25, gt=0, le=5, description="How often a request waiting for audio checks for a client disconnect."
     )
 
-    # --- text normalization ---------------------------------------------------------------------
-    DEFAULT_NORMALIZER_MODE: Literal["rule", "spoken", "llm"] = Field(
+    # --- voices and sampling defaults -------------------------------------------------------------------
+    DEFAULT_SPEAKER: str = Field("husein", description="Voice used when a request names none.")
+    SPEAKERS: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["husein", "idayu"], description="Comma-separated voices the LM knows."
+    )
+    VOICE_ALIASES: Annotated[dict[str, str], NoDecode] = Field(
+        default_factory=dict,
+        description="alias=voice pairs or a JSON object; unset: the OpenAI voice names, mapped to SPEAKERS.",
+    )
+    DEFAULT_TEMPERATURE: float = Field(0.6, ge=0, le=2, description="Sampling temperature.")
+    DEFAULT_REPETITION_PENALTY: float = Field(1.15, gt=0, le=2, description="Repetition penalty.")
+    DEFAULT_MAX_TOKENS: int = Field(3072, ge=1, description="Speech tokens per request (50 per second).")
+    MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
+
+
+class TextSettings(BaseSettings):
+    """Text normalization."""
+
+    DEFAULT_NORMALIZER_MODE: NormalizerMode = Field(
         "rule", description="Normalizer when a request names none: rule | spoken | llm."
     )
     DEFAULT_NORMALIZE_MALAYSIAN: bool = Field(
@@ -89,7 +114,11 @@ class Settings(BaseSettings):
         2000, ge=0, description="Texts longer than this are normalized in a worker thread."
     )
 
-    # --- codec ---------------------------------------------------------------------------------
+
+class CodecSettings(BaseSettings):
+    """The codec: model, device, precision, batching, graphs; the stitcher's windows."""
+
+    # --- codec ------------------------------------------------------------------------------------------
     CODEC_MODEL: str = Field(
         "neuphonic/neucodec", description="NeuCodec checkpoint: Hugging Face id or local directory."
     )
@@ -124,7 +153,24 @@ class Settings(BaseSettings):
         False, description="torch.compile the decoder instead of CUDA graphs (inductor; also on CPU)."
     )
 
-    # --- voice conversion and registered voices ---------------------------------------------------
+    # --- streaming stitcher -----------------------------------------------------------------------------
+    DEFAULT_PLAYBACK_SPEED: float = Field(
+        2.0, ge=0.02, le=60, description="First decode window in seconds (x50 tokens)."
+    )
+    DEFAULT_PLAYBACK_OVERLAP_SPEED: float = Field(
+        0.2, ge=0, le=2, description="Future context per decode window in seconds."
+    )
+    STREAM_CHUNK_GROWTH: float = Field(2.0, ge=1, le=16, description="Window growth factor per step.")
+    STREAM_MAX_CHUNK_S: float = Field(10.0, gt=0, le=60, description="Cap on a grown window, in seconds.")
+    STREAM_PAST_CONTEXT_S: float = Field(
+        3.0, ge=0, le=30, description="Past context decoded with each window and sliced off."
+    )
+    CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
+
+
+class VoiceSettings(BaseSettings):
+    """Voice conversion and registered voices."""
+
     VC_ENABLED: bool = Field(
         True,
         description="Load the NeuCodec encoder (600M semantic model) for /v1/audio/vc and voice uploads.",
@@ -140,35 +186,10 @@ class Settings(BaseSettings):
     VOICES_DIR: str = Field("voices", description="Directory of registered voices (one JSON file each).")
     MAX_REGISTERED_VOICES: int = Field(100, ge=0, description="Most voices that can be registered.")
 
-    # --- voices and sampling defaults -------------------------------------------------------------
-    DEFAULT_SPEAKER: str = Field("husein", description="Voice used when a request names none.")
-    SPEAKERS: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: ["husein", "idayu"], description="Comma-separated voices the LM knows."
-    )
-    VOICE_ALIASES: Annotated[dict[str, str], NoDecode] = Field(
-        default_factory=dict,
-        description="alias=voice pairs or a JSON object; unset: the OpenAI voice names, mapped to SPEAKERS.",
-    )
-    DEFAULT_TEMPERATURE: float = Field(0.6, ge=0, le=2, description="Sampling temperature.")
-    DEFAULT_REPETITION_PENALTY: float = Field(1.15, gt=0, le=2, description="Repetition penalty.")
-    DEFAULT_MAX_TOKENS: int = Field(3072, ge=1, description="Speech tokens per request (50 per second).")
-    MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
 
-    # --- streaming stitcher --------------------------------------------------------------------
-    DEFAULT_PLAYBACK_SPEED: float = Field(
-        2.0, ge=0.02, le=60, description="First decode window in seconds (x50 tokens)."
-    )
-    DEFAULT_PLAYBACK_OVERLAP_SPEED: float = Field(
-        0.2, ge=0, le=2, description="Future context per decode window in seconds."
-    )
-    STREAM_CHUNK_GROWTH: float = Field(2.0, ge=1, le=16, description="Window growth factor per step.")
-    STREAM_MAX_CHUNK_S: float = Field(10.0, gt=0, le=60, description="Cap on a grown window, in seconds.")
-    STREAM_PAST_CONTEXT_S: float = Field(
-        3.0, ge=0, le=30, description="Past context decoded with each window and sliced off."
-    )
-    CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
+class InterleaveSettings(BaseSettings):
+    """Interleaved generation (INTERLEAVE.md)."""
 
-    # --- interleaved generation ----------------------------------------------------------------
     INTERLEAVE_STORE: Literal["shm", "redis", "memory", "off"] = Field(
         "shm",
         description="Turn store of interleave ids: shm (files, shared by the host's workers), redis "
@@ -202,29 +223,41 @@ class Settings(BaseSettings):
     )
     REDIS_URL: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis interleave store.")
 
-    # --- audio out -----------------------------------------------------------------------------
+
+class AudioSettings(BaseSettings):
+    """Audio out: speaking rate, loudness, fade-in."""
+
     DEFAULT_SPEAKING_RATE: float = Field(
         1.0, ge=0.5, le=2.0, description="Speaking rate (WSOLA, pitch kept) when a request sets none."
     )
     STREAM_NORMALIZE: bool = Field(True, description="Loudness-normalize each utterance (one locked gain).")
-    TARGET_RMS_DB: float = Field(
-        -16.0, ge=-40, le=-3, description="Target level: K-weighted, gated (BS.1770-style), in LUFS."
+    TARGET_LOUDNESS_LUFS: float = Field(
+        defaults.TARGET_LOUDNESS_LUFS,
+        ge=-40,
+        le=-3,
+        validation_alias=AliasChoices("TARGET_LOUDNESS_LUFS", "TARGET_RMS_DB"),
+        description="Target loudness: K-weighted, gated (BS.1770-style), in LUFS (old name TARGET_RMS_DB).",
     )
-    MAX_GAIN_DB: float = Field(12.0, ge=0, le=40, description="Largest boost or cut the normalizer applies.")
+    MAX_GAIN_DB: float = Field(
+        defaults.MAX_GAIN_DB, ge=0, le=40, description="Largest boost or cut the normalizer applies."
+    )
     NORM_LOCK_S: float = Field(
-        1.0, gt=0, le=10, description="Seconds of voiced audio after which the gain locks."
+        defaults.NORM_LOCK_S, gt=0, le=10, description="Seconds of voiced audio after which the gain locks."
     )
     NORM_MIN_ESTIMATE_S: float = Field(
-        0.5,
+        defaults.NORM_MIN_ESTIMATE_S,
         ge=0,
         le=5,
         description="Audio the first gain estimate needs (held back when the first window is shorter).",
     )
     FADE_IN_MS: float = Field(
-        10.0, ge=0, le=200, description="Raised-cosine fade-in at the start of each response."
+        defaults.FADE_IN_MS, ge=0, le=200, description="Raised-cosine fade-in at the start of each response."
     )
 
-    # --- observability and operations ---------------------------------------------------------------
+
+class ObservabilitySettings(BaseSettings):
+    """Observability and operations: spans, metrics, logs, API keys, admission."""
+
     ENABLE_TRACING_SPANS: bool = Field(
         True, description="Hot-path spans; built only when an exporter is configured too (OBSERVABILITY.md)."
     )
@@ -262,6 +295,24 @@ class Settings(BaseSettings):
     )
     LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
 
+
+class Settings(
+    ServingSettings,
+    LMSettings,
+    TextSettings,
+    CodecSettings,
+    VoiceSettings,
+    InterleaveSettings,
+    AudioSettings,
+    ObservabilitySettings,
+):
+    """Server configuration, read from the environment and an optional ``.env`` file.
+
+    The fields come from one class per concern (above); their environment names are the public contract.
+    """
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=True)
+
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod
     def _lower_log_level(cls, value: object) -> object:
@@ -284,7 +335,7 @@ class Settings(BaseSettings):
             raise ValueError(f"every entry must be a positive integer, got {value}")
         return sorted(set(value))
 
-    @field_validator("SPEAKERS", mode="before")
+    @field_validator("SPEAKERS", "MODEL_FAMILIES", mode="before")
     @classmethod
     def _parse_speakers(cls, value: object) -> object:
         return _split_csv(value)

@@ -1,4 +1,4 @@
-"""Application factory: ``create_app(settings)``; the lifespan starts and closes the Engine.
+"""Application factory: ``create_app(settings, *, engine=None)``; the lifespan starts and closes the Engine.
 
 Run with ``uvicorn --factory app.main:create_app`` (or ``python -m app``). Importing this module does
 no work: settings are read and models loaded only when the app starts.
@@ -19,36 +19,40 @@ from app.api.admission import Admission, AdmissionMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
-from app.api.serving import SpeechService
 from app.api.uploads import install_upload_limit
 from app.config import Settings
-from app.engine import Engine
+from app.core.routes import SYNTHESIS_PATHS
 from app.observability.metrics import Metrics
-from app.observability.requests import SYNTHESIS_PATHS, RequestMiddleware
+from app.observability.requests import RequestMiddleware
 from app.observability.tracing import Tracing
+from app.synthesis.engine import Engine
+from app.synthesis.service import SpeechService
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app for ``settings`` (default: the environment); nothing starts before the lifespan."""
+def create_app(settings: Settings | None = None, *, engine: Engine | None = None) -> FastAPI:
+    """Build the app for ``settings`` (default: the environment); nothing starts before the lifespan.
+
+    ``engine`` replaces the one the settings describe (tests inject fakes through it: another model
+    family, a scripted LM); it is started and closed by the app's lifespan all the same.
+    """
     settings = settings or Settings()
     tracing = Tracing.from_settings(settings)
-    metrics = Metrics()
+    metrics = engine.metrics if engine is not None else Metrics()
     api_keys = ApiKeys(settings.API_KEYS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await api_keys.load()
         tracing.start()
-        eng = Engine.from_settings(settings)
-        eng.metrics = metrics
+        eng = engine if engine is not None else Engine.from_settings(settings, metrics)
         app.state.engine = eng
         app.state.speech = SpeechService(eng)
         app.state.started_at = int(time.time())
         try:
             await eng.start()
-            log.info("engine ready: LM %s, codec %s", eng.source.name, settings.CODEC_MODEL)
+            log.info("engine ready: models %s", ", ".join(eng.model_ids()))
             yield
         finally:
             await eng.close()

@@ -52,9 +52,9 @@ import pyloudnorm
 import soundfile
 import soxr
 
-from app.audio.constants import SAMPLE_RATE
 from app.audio.loudness import LoudnessNormalizer
 from app.audio.timestretch import TimeStretch
+from app.core.constants import SAMPLE_RATE
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SENTENCES = {

@@ -51,13 +51,13 @@ import torch
 
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.codec.batcher import BatchStats
-from app.codec.device import resolve_device
 from app.codec.neucodec.config import NeuCodecConfig
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import frames_for
 from app.codec.neucodec.encoder_config import SAMPLE_RATE
 from app.codec.neucodec.loading import PICKLE_FILE, SAFETENSORS_FILE, load_decoder, load_encoder
 from app.codec.worker import CodecOptions, CodecWorker
+from app.core.device import resolve_device
 from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

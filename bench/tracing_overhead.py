@@ -41,7 +41,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from app.audio.stitcher import StitchSchedule
 from app.config import Settings
-from app.lm.types import FinishReason, GenerationParams
+from app.core.types import FinishReason
+from app.families.neucodec.pipeline import UtteranceStats, synthesize
+from app.lm.types import GenerationParams
 from app.observability.tracing import (
     Tracing,
     current_context,
@@ -50,7 +52,6 @@ from app.observability.tracing import (
     start_span,
     traced_stream,
 )
-from app.pipeline import UtteranceStats, synthesize
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DELTA = 8  # codes per LM event, as vLLM streams them

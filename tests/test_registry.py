@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import Conflict, InvalidRequest, NotFound
-from app.registry import VoiceRegistry
+from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.synthesis.registry import VoiceRegistry
 
 RESERVED = ("husein", "idayu", "alloy", "nova")
 

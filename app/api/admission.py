@@ -15,9 +15,9 @@ from collections import deque
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import RateLimited
+from app.core.errors import RateLimited
+from app.core.routes import SYNTHESIS_PATHS
 from app.observability.metrics import Metrics
-from app.observability.requests import SYNTHESIS_PATHS
 
 
 class Admission:

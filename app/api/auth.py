@@ -16,7 +16,8 @@ from pathlib import Path
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import Unauthorized
+from app.core import routes
+from app.core.errors import Unauthorized
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,9 @@ class AuthMiddleware:
         self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        protected = scope["type"] == "http" and self.keys.enabled and scope["path"].startswith("/v1")
+        protected = (
+            scope["type"] == "http" and self.keys.enabled and scope["path"].startswith(routes.API_PREFIX)
+        )
         if protected and not self.keys.accepts(dict(scope["headers"]).get(b"authorization", b"")):
             error = Unauthorized(
                 "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",

@@ -9,8 +9,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from app.api.serving import MODEL_ALIASES
-from app.engine import Engine
+from app.core import routes
+from app.synthesis.engine import Engine
 
 router = APIRouter(tags=["catalog"])
 
@@ -19,11 +19,11 @@ def _engine(request: Request) -> Engine:
     return request.app.state.engine
 
 
-@router.get("/v1/models")
+@router.get(routes.MODELS)
 async def list_models(request: Request) -> dict[str, Any]:
-    """OpenAI list shape: our served model and the OpenAI TTS names it answers to."""
-    engine = _engine(request)
-    names = [engine.settings.MODEL_NAME, *MODEL_ALIASES]
+    """OpenAI list shape: the models of every loaded family, then the OpenAI TTS names (the default
+    family answers to them)."""
+    names = _engine(request).model_ids()
     created = request.app.state.started_at
     return {
         "object": "list",
@@ -33,7 +33,7 @@ async def list_models(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/audio/speaker")
+@router.get(routes.SPEAKERS)
 async def list_speakers(request: Request) -> list[str]:
-    """The configured voices as a plain JSON list (the seed's endpoint)."""
-    return list(_engine(request).voices.voices)
+    """The default family's built-in voices as a plain JSON list (the seed's endpoint)."""
+    return list(_engine(request).default.voices.voices)

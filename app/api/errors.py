@@ -9,13 +9,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.errors import APIError, InvalidRequest, ValidationFailed
+from app.core.errors import APIError, ClientDisconnected, InvalidRequest, ValidationFailed
 
 log = logging.getLogger(__name__)
-
-
-class ClientDisconnected(Exception):
-    """The client went away before the response started; there is nobody to answer."""
 
 
 def _param(loc: tuple[object, ...]) -> str | None:

@@ -8,6 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from app.core import routes
+
 router = APIRouter(tags=["health"])
 
 READY_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -32,19 +34,19 @@ READY_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/")
+@router.get(routes.ROOT)
 async def root() -> dict[str, str]:
     """A cheap 200 with pointers (LiveKit's plugin GETs the base URL to prewarm)."""
-    return {"service": "tts-server", "docs": "/scalar", "speech": "/v1/audio/speech"}
+    return {"service": "tts-server", "docs": routes.DOCS, "speech": routes.SPEECH}
 
 
-@router.get("/health")
+@router.get(routes.HEALTH)
 async def health() -> dict[str, str]:
     """Liveness: the process answers."""
     return {"status": "ok"}
 
 
-@router.get("/ready", response_model=None, responses=READY_RESPONSES)
+@router.get(routes.READY, response_model=None, responses=READY_RESPONSES)
 async def ready(request: Request) -> dict[str, Any] | JSONResponse:
     """Readiness: 200 when the engine is started, the codec worker runs and the LM source answers
     within READY_TIMEOUT_S; else 503 with the failing checks and the reason."""
@@ -58,7 +60,7 @@ async def ready(request: Request) -> dict[str, Any] | JSONResponse:
                 checks = await engine.ready()
             reason = None
         except TimeoutError:
-            checks = {"codec": engine.codec is not None and engine.codec.running, "lm": False}
+            checks = {"lm": False}
             reason = f"the LM backend did not answer within {timeout:g} s"
         failing = [name for name, ok in checks.items() if not ok]
         if reason is None and failing:

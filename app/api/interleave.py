@@ -13,12 +13,13 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel
 
-from app.audio.constants import TOKENS_PER_SECOND
-from app.engine import Engine
-from app.errors import InvalidRequest, Unavailable
+from app.core import routes
+from app.core.constants import TOKENS_PER_SECOND
+from app.core.errors import InvalidRequest, Unavailable
 from app.interleave.ids import MAX_ID_CHARS
 from app.interleave.service import Interleave
-from app.interleave.store import StoreError
+from app.interleave.stores.base import StoreError
+from app.synthesis.engine import Engine
 
 router = APIRouter(tags=["interleave"])
 
@@ -66,7 +67,7 @@ def _interleave(request: Request) -> Interleave:
     return engine.interleave
 
 
-@router.get("/v1/audio/interleave/{interleave_id:path}")
+@router.get(routes.INTERLEAVE)
 async def get_interleave(interleave_id: InterleaveId, request: Request) -> InterleaveInfo:
     """The id's retained turns with their text and token counts, the caps and the TTL."""
     interleave = _interleave(request)
@@ -99,7 +100,7 @@ async def get_interleave(interleave_id: InterleaveId, request: Request) -> Inter
     )
 
 
-@router.delete("/v1/audio/interleave/{interleave_id:path}")
+@router.delete(routes.INTERLEAVE)
 async def delete_interleave(interleave_id: InterleaveId, request: Request) -> DeleteResult:
     """Forget the id now (instead of after INTERLEAVE_TTL_S)."""
     interleave = _interleave(request)

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 
 from app.api.schemas import NormalizeRequest, NormalizeResponse
-from app.api.serving import check_input_length, normalize_text
-from app.engine import Engine
+from app.core import routes
+from app.synthesis.engine import Engine
+from app.synthesis.planning import check_input_length, normalize_text
 
 router = APIRouter(tags=["text"])
 
@@ -22,7 +23,7 @@ NORMALIZE_EXAMPLES: dict[str, Any] = {
 }
 
 
-@router.post("/v1/audio/normalize")
+@router.post(routes.NORMALIZE)
 async def normalize(
     body: Annotated[NormalizeRequest, Body(openapi_examples=NORMALIZE_EXAMPLES)], request: Request
 ) -> NormalizeResponse:

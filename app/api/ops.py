@@ -9,12 +9,13 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
 from scalar_fastapi import get_scalar_api_reference
 
+from app.core import routes
 from app.observability.metrics import Metrics
 
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/metrics", include_in_schema=False)
+@router.get(routes.METRICS, include_in_schema=False)
 async def metrics(request: Request) -> Response:
     """Every metric in Prometheus' text format."""
     registry: Metrics = request.app.state.metrics
@@ -22,7 +23,7 @@ async def metrics(request: Request) -> Response:
     return Response(body, media_type=registry.content_type)
 
 
-@router.get("/scalar", include_in_schema=False)
+@router.get(routes.DOCS, include_in_schema=False)
 async def scalar(request: Request) -> HTMLResponse:
     """Interactive API reference over ``/openapi.json``."""
     return get_scalar_api_reference(openapi_url=request.app.openapi_url, title=request.app.title)
@@ -77,7 +78,7 @@ def install_openapi(app: FastAPI, synthesis_paths: frozenset[str]) -> None:
             for operation in operations.values():
                 if "422" in operation.get("responses", {}):  # our 422s carry the OpenAI body too
                     operation["responses"]["422"]["content"] = error_body
-            if not path.startswith("/v1"):
+            if not path.startswith(routes.API_PREFIX):
                 continue
             for operation in operations.values():
                 operation["security"] = [{"bearerAuth": []}, {}]

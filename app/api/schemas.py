@@ -4,31 +4,72 @@ The multipart forms (``VCForm``, ``VoiceUploadForm``) reuse the speech request's
 so every shared option has the same range, default and alias on every endpoint.
 
 Unknown fields are ignored (the OpenAI SDK sends extensions through ``extra_body``). Ranges are
-checked here (422 with the OpenAI error body); checks that need settings live in the serving class.
+checked here (422 with the OpenAI error body); checks that need settings live in ``app.synthesis.planning``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
-NormalizerMode = Literal["rule", "spoken", "llm"]
-Language = Literal["auto", "en", "ms", "zh", "ta"]
+from app.core.defaults import MAX_INTERLEAVE_ID_CHARS, MAX_PROMPT_CHARS
+from app.core.types import Language, NormalizerMode, ResponseFormat
+
+# Field types shared by the speech request and the multipart forms (Annotated, so that each model
+# declares the field with the same range, alias and description).
+Mode = Annotated[
+    NormalizerMode | None, Field(description="rule | spoken | llm; default DEFAULT_NORMALIZER_MODE.")
+]
+NormalizeMalaysian = Annotated[
+    bool | None, Field(description="Malaysian entities in rule mode; default DEFAULT_NORMALIZE_MALAYSIAN.")
+]
+TextLanguage = Annotated[Language, Field(description="Language of the text; auto detects it per sentence.")]
+Prompt = Annotated[
+    str | None, Field(max_length=MAX_PROMPT_CHARS, description="Extra instructions for the llm mode.")
+]
+Model = Annotated[str | None, Field(description="tts-1, tts-1-hd, gpt-4o-mini-tts or MODEL_NAME.")]
+Format = Annotated[
+    ResponseFormat, Field(description="pcm (24 kHz s16le mono), wav, mp3, opus (Ogg), aac (ADTS) or flac.")
+]
+Speed = Annotated[
+    float | None,
+    Field(
+        ge=0.5,
+        le=2.0,
+        validation_alias=AliasChoices("speed", "speaking_rate"),
+        description="Speaking rate, pitch kept (alias speaking_rate); default DEFAULT_SPEAKING_RATE.",
+    ),
+]
+StreamFormat = Annotated[
+    Literal["audio", "sse"],
+    Field(description="audio: raw bytes; sse: OpenAI speech.audio.delta/done events (when streaming)."),
+]
+Stream = Annotated[bool, Field(description="Stream audio as it is generated, or return it whole.")]
+Temperature = Annotated[float | None, Field(ge=0, le=2)]
+RepetitionPenalty = Annotated[float | None, Field(gt=0, le=2)]
+MaxTokens = Annotated[int | None, Field(ge=1, le=32768, description="Speech tokens (50 per second).")]
+TopP = Annotated[float | None, Field(gt=0, le=1)]
+TopK = Annotated[int | None, Field(ge=1)]
+Seed = Annotated[int | None, Field(ge=0, le=2**63 - 1)]
+PlaybackSpeed = Annotated[
+    float | None, Field(ge=0.02, le=60, description="Seconds of audio in the first decode window.")
+]
+PlaybackOverlapSpeed = Annotated[
+    float | None, Field(ge=0, le=2, description="Seconds of future context per decode window.")
+]
+StreamNormalize = Annotated[
+    bool | None, Field(description="Loudness normalization; default STREAM_NORMALIZE.")
+]
 
 
 class TextOptions(BaseModel):
     """How the input text is normalized before it reaches the LM (shared by every text endpoint)."""
 
-    mode: NormalizerMode | None = Field(
-        None, description="rule | spoken | llm; default DEFAULT_NORMALIZER_MODE."
-    )
-    normalize_malaysian: bool | None = Field(
-        None, description="Malaysian entities in rule mode; default DEFAULT_NORMALIZE_MALAYSIAN."
-    )
-    language: Language = Field("auto", description="Language of the text; auto detects it per sentence.")
-    prompt: str | None = Field(None, max_length=2000, description="Extra instructions for the llm mode.")
+    mode: Mode = None
+    normalize_malaysian: NormalizeMalaysian = None
+    language: TextLanguage = "auto"
+    prompt: Prompt = None
 
 
 class VoiceRef(BaseModel):
@@ -57,47 +98,31 @@ class SpeechRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = Field(None, description="tts-1, tts-1-hd, gpt-4o-mini-tts or MODEL_NAME.")
+    model: Model = None
     input: str = Field(min_length=1, description="Text to speak (at most MAX_INPUT_CHARS).")
     voice: str | VoiceRef | None = Field(None, description="A voice, an alias, or {'id': voice}.")
     instructions: str | None = Field(None, max_length=4096, description="Accepted; has no effect.")
-    response_format: ResponseFormat = Field(
-        "pcm", description="pcm (24 kHz s16le mono), wav, mp3, opus (Ogg), aac (ADTS) or flac."
-    )
-    speed: float | None = Field(
-        None,
-        ge=0.5,
-        le=2.0,
-        validation_alias=AliasChoices("speed", "speaking_rate"),
-        description="Speaking rate, pitch kept (alias speaking_rate); default DEFAULT_SPEAKING_RATE.",
-    )
-    stream_format: Literal["audio", "sse"] = Field(
-        "audio", description="audio: raw bytes; sse: OpenAI speech.audio.delta/done events (when streaming)."
-    )
+    response_format: Format = "pcm"
+    speed: Speed = None
+    stream_format: StreamFormat = "audio"
 
-    stream: bool = Field(True, description="Stream audio as it is generated, or return it whole.")
-    temperature: float | None = Field(None, ge=0, le=2)
-    repetition_penalty: float | None = Field(None, gt=0, le=2)
-    max_tokens: int | None = Field(None, ge=1, le=32768, description="Speech tokens (50 per second).")
-    top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=1)
-    seed: int | None = Field(None, ge=0, le=2**63 - 1)
-    playback_speed: float | None = Field(
-        None, ge=0.02, le=60, description="Seconds of audio in the first decode window."
-    )
-    playback_overlap_speed: float | None = Field(
-        None, ge=0, le=2, description="Seconds of future context per decode window."
-    )
-    stream_normalize: bool | None = Field(
-        None, description="Loudness normalization; default STREAM_NORMALIZE."
-    )
-    mode: NormalizerMode | None = TextOptions.model_fields["mode"]
-    normalize_malaysian: bool | None = TextOptions.model_fields["normalize_malaysian"]
-    language: Language = TextOptions.model_fields["language"]
-    prompt: str | None = TextOptions.model_fields["prompt"]
+    stream: Stream = True
+    temperature: Temperature = None
+    repetition_penalty: RepetitionPenalty = None
+    max_tokens: MaxTokens = None
+    top_p: TopP = None
+    top_k: TopK = None
+    seed: Seed = None
+    playback_speed: PlaybackSpeed = None
+    playback_overlap_speed: PlaybackOverlapSpeed = None
+    stream_normalize: StreamNormalize = None
+    mode: Mode = None
+    normalize_malaysian: NormalizeMalaysian = None
+    language: TextLanguage = "auto"
+    prompt: Prompt = None
     interleave_id: str | None = Field(
         None,
-        max_length=256,
+        max_length=MAX_INTERLEAVE_ID_CHARS,
         description="Turn history id shared by the requests of one reply (or header X-Interleave-Id; "
         "the body wins). See INTERLEAVE.md.",
     )
@@ -117,9 +142,6 @@ class SpeechRequest(BaseModel):
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
 
 
-_SPEECH = SpeechRequest.model_fields
-
-
 class VCForm(BaseModel):
     """Form fields of ``POST /v1/audio/vc`` (the file ``reference_audio`` is a separate part)."""
 
@@ -127,24 +149,24 @@ class VCForm(BaseModel):
 
     reference_text: str = Field(min_length=1, description="Transcript of the reference audio.")
     generate_text: str = Field(min_length=1, description="Text to speak in the reference voice.")
-    model: str | None = _SPEECH["model"]
-    response_format: ResponseFormat = _SPEECH["response_format"]
-    temperature: float | None = _SPEECH["temperature"]
-    repetition_penalty: float | None = _SPEECH["repetition_penalty"]
-    max_tokens: int | None = _SPEECH["max_tokens"]
-    stream: bool = _SPEECH["stream"]
-    playback_speed: float | None = _SPEECH["playback_speed"]
-    playback_overlap_speed: float | None = _SPEECH["playback_overlap_speed"]
-    speed: float | None = _SPEECH["speed"]
-    stream_format: Literal["audio", "sse"] = _SPEECH["stream_format"]
-    top_p: float | None = _SPEECH["top_p"]
-    top_k: int | None = _SPEECH["top_k"]
-    seed: int | None = _SPEECH["seed"]
-    stream_normalize: bool | None = _SPEECH["stream_normalize"]
-    mode: NormalizerMode | None = _SPEECH["mode"]
-    normalize_malaysian: bool | None = _SPEECH["normalize_malaysian"]
-    language: Language = _SPEECH["language"]
-    prompt: str | None = _SPEECH["prompt"]
+    model: Model = None
+    response_format: Format = "pcm"
+    temperature: Temperature = None
+    repetition_penalty: RepetitionPenalty = None
+    max_tokens: MaxTokens = None
+    stream: Stream = True
+    playback_speed: PlaybackSpeed = None
+    playback_overlap_speed: PlaybackOverlapSpeed = None
+    speed: Speed = None
+    stream_format: StreamFormat = "audio"
+    top_p: TopP = None
+    top_k: TopK = None
+    seed: Seed = None
+    stream_normalize: StreamNormalize = None
+    mode: Mode = None
+    normalize_malaysian: NormalizeMalaysian = None
+    language: TextLanguage = "auto"
+    prompt: Prompt = None
 
     def text_options(self) -> TextOptions:
         """How both texts are normalized."""
@@ -161,4 +183,4 @@ class VoiceUploadForm(BaseModel):
     consent: str | None = Field(
         None, max_length=1024, description="Consent record of the speaker (stored, not checked)."
     )
-    language: Language = _SPEECH["language"]
+    language: TextLanguage = "auto"

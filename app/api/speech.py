@@ -8,7 +8,13 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 
 from app.api.schemas import SpeechRequest
-from app.api.serving import SpeechService
+from app.api.streaming import audio_response
+from app.core import routes
+from app.core.stats import UtteranceStats
+from app.interleave.ids import HEADER as INTERLEAVE_HEADER
+from app.interleave.ids import interleave_id
+from app.observability.requests import request_record
+from app.synthesis.service import SpeechService
 
 router = APIRouter(tags=["speech"])
 
@@ -47,10 +53,15 @@ SPEECH_EXAMPLES: dict[str, Any] = {
 }
 
 
-@router.post("/v1/audio/speech", response_class=Response, responses=AUDIO_RESPONSES)  # type: ignore[arg-type]
+@router.post(routes.SPEECH, response_class=Response, responses=AUDIO_RESPONSES)  # type: ignore[arg-type]
 async def create_speech(
     body: Annotated[SpeechRequest, Body(openapi_examples=SPEECH_EXAMPLES)], request: Request
 ) -> Response:
     """Text to speech, streamed while the LM generates it."""
     service: SpeechService = request.app.state.speech
-    return await service.create(body, request)
+    record = request_record(request)
+    record.voice, record.response_format = body.voice_name(), body.response_format
+    record.stats = stats = UtteranceStats()
+    conversation = interleave_id(body.interleave_id, request.headers.get(INTERLEAVE_HEADER))
+    synthesis = await service.speech(body, stats, conversation, request.is_disconnected)
+    return await audio_response(synthesis, body)

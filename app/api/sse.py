@@ -13,21 +13,17 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
-from app.errors import APIError
-from app.pipeline import UtteranceStats
+from app.core.errors import APIError
+from app.core.stats import UtteranceStats
 
 log = logging.getLogger(__name__)
-
-CHARS_PER_TOKEN_ESTIMATE = 4  # only when the backend reports no prompt length
 
 
 def _event(payload: dict[str, object]) -> bytes:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
-async def sse_events(
-    encoded: AsyncIterator[bytes], stats: UtteranceStats, prompt: str
-) -> AsyncIterator[bytes]:
+async def sse_events(encoded: AsyncIterator[bytes], stats: UtteranceStats) -> AsyncIterator[bytes]:
     """Frame the encoded audio as SSE events; ``stats`` supplies the usage counts at the end."""
     try:
         async for data in encoded:
@@ -37,9 +33,7 @@ async def sse_events(
         log.warning("SSE stream failed after audio started: %s %r", error.status, exc)
         yield _event({"type": "error", "error": error.body()["error"]})
         return
-    input_tokens = stats.prompt_tokens
-    if input_tokens is None:
-        input_tokens = -(-len(prompt) // CHARS_PER_TOKEN_ESTIMATE)
+    input_tokens = stats.prompt_tokens or 0  # the family estimates it when the backend does not say
     usage = {
         "input_tokens": input_tokens,
         "output_tokens": stats.codes,

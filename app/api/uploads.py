@@ -1,4 +1,4 @@
-"""Audio uploads: a request-body cap for the upload routes, and reading one reference from a form.
+"""Audio uploads: a request-body cap for the upload routes (reading a reference: ``synthesis.references``).
 
 Starlette spools a multipart file to disk whole before a route runs, so the size cap has to act
 earlier: ``UploadLimitMiddleware`` answers 413 from the ``Content-Length`` header alone, and counts the
@@ -14,17 +14,13 @@ discarded first, up to ``DRAIN_BYTES``; nothing is stored. A client that sent ``
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.audio.io import AsyncReadable, ReferenceAudio, load_reference, read_limited
-from app.config import Settings
-from app.errors import PayloadTooLarge
+from app.core.errors import PayloadTooLarge
+from app.core.routes import UPLOAD_PATHS
 
-UPLOAD_PATHS = frozenset({"/v1/audio/vc", "/v1/audio/voices"})
 FORM_OVERHEAD_BYTES = 256 * 1024
 """Room for the text fields and multipart framing on top of the file itself."""
 DRAIN_BYTES = 64 * 1024 * 1024
@@ -99,15 +95,3 @@ def install_upload_limit(app: FastAPI, max_file_bytes: int) -> None:
 
     app.add_middleware(UploadLimitMiddleware, max_file_bytes=max_file_bytes)
     app.add_exception_handler(UploadTooLarge, on_too_large)  # type: ignore[arg-type]
-
-
-async def read_reference(settings: Settings, upload: AsyncReadable, param: str) -> ReferenceAudio:
-    """Read ``upload`` (413 past MAX_UPLOAD_BYTES), then decode it to 16 kHz mono in a worker thread."""
-    data = await read_limited(upload, settings.MAX_UPLOAD_BYTES, param)
-    return await asyncio.to_thread(
-        load_reference,
-        data,
-        min_s=settings.MIN_REFERENCE_S,
-        max_s=settings.MAX_REFERENCE_S,
-        param=param,
-    )

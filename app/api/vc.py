@@ -8,13 +8,17 @@ from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import Response
 
 from app.api.schemas import VCForm
-from app.api.serving import SpeechService
 from app.api.speech import AUDIO_RESPONSES
+from app.api.streaming import audio_response
+from app.core import routes
+from app.core.stats import UtteranceStats
+from app.observability.requests import request_record
+from app.synthesis.service import SpeechService
 
 router = APIRouter(tags=["speech"])
 
 
-@router.post("/v1/audio/vc", response_class=Response, responses=AUDIO_RESPONSES)  # type: ignore[arg-type]
+@router.post(routes.VC, response_class=Response, responses=AUDIO_RESPONSES)  # type: ignore[arg-type]
 async def create_vc(
     reference_audio: Annotated[UploadFile, File(description="wav, flac, ogg/opus or mp3; 1-30 s of speech.")],
     form: Annotated[VCForm, Form()],
@@ -22,4 +26,8 @@ async def create_vc(
 ) -> Response:
     """Voice conversion: the reference clip and its transcript set the voice, streamed like speech."""
     service: SpeechService = request.app.state.speech
-    return await service.convert(form, reference_audio, request)
+    record = request_record(request)
+    record.voice, record.response_format = "reference_audio", form.response_format
+    record.stats = stats = UtteranceStats()
+    synthesis = await service.convert(form, reference_audio, stats, request.is_disconnected)
+    return await audio_response(synthesis, form)

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 
-from app.api.schemas import TextOptions, VoiceUploadForm
-from app.api.serving import SpeechService
-from app.api.uploads import read_reference
-from app.audio.constants import TOKENS_PER_SECOND
-from app.engine import Engine
-from app.registry import RegisteredVoice
+from app.api.schemas import VoiceUploadForm
+from app.core import routes
+from app.core.constants import TOKENS_PER_SECOND
+from app.synthesis.engine import Engine
+from app.synthesis.registry import RegisteredVoice
+from app.synthesis.service import SpeechService
 
 router = APIRouter(tags=["voices"])
 
@@ -33,18 +33,19 @@ def _registered(voice: RegisteredVoice) -> dict[str, Any]:
     }
 
 
-@router.get("/v1/audio/voices")
+@router.get(routes.VOICES)
 async def list_voices(request: Request) -> dict[str, list[dict[str, Any]]]:
     """``{"voices": [{"id", "name", "type", "aliases", ...}]}``: built-in voices, then registered ones."""
     engine: Engine = request.app.state.engine
-    catalog = engine.voices
-    builtin = [
-        {"id": v, "name": v, "type": "builtin", "aliases": catalog.aliases_of(v)} for v in catalog.voices
-    ]
-    return {"voices": builtin + [_registered(v) for v in engine.registry.voices]}
+    builtin: dict[str, dict[str, Any]] = {}
+    for family in engine.families:
+        catalog = family.voices
+        for v in catalog.voices:
+            builtin.setdefault(v, {"id": v, "name": v, "type": "builtin", "aliases": catalog.aliases_of(v)})
+    return {"voices": list(builtin.values()) + [_registered(v) for v in engine.registry.voices]}
 
 
-@router.post("/v1/audio/voices", status_code=201)
+@router.post(routes.VOICES, status_code=201)
 async def register_voice(
     audio_sample: Annotated[UploadFile, File(description="wav, flac, ogg/opus or mp3; 1-30 s of speech.")],
     form: Annotated[VoiceUploadForm, Form()],
@@ -52,18 +53,10 @@ async def register_voice(
 ) -> dict[str, Any]:
     """Register a voice: the clip is encoded once; the voice object is returned."""
     service: SpeechService = request.app.state.speech
-    engine = service.engine
-    engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
-    engine.check_can_encode()
-    reference = await read_reference(engine.settings, audio_sample, "audio_sample")
-    options = TextOptions(language=form.language)
-    text = await service.speech_text(form.reference_text, options, "reference_text")
-    codes = await engine.reference_codes(reference)
-    voice = await engine.registry.add(form.name, text, codes, form.consent)
-    return _registered(voice)
+    return _registered(await service.register_voice(form, audio_sample))
 
 
-@router.delete("/v1/audio/voices/{name}")
+@router.delete(routes.VOICE)
 async def delete_voice(name: str, request: Request) -> dict[str, Any]:
     """Forget a registered voice (404 when there is none by that name)."""
     engine: Engine = request.app.state.engine

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.audio.constants import SAMPLE_RATE
+from app.core.constants import SAMPLE_RATE
 
 if TYPE_CHECKING:
     import av

@@ -12,14 +12,15 @@ import math
 
 import numpy as np
 
-from app.audio.constants import SAMPLE_RATE
 from app.audio.pcm import as_mono_f32
+from app.core import defaults
+from app.core.constants import SAMPLE_RATE
 
 
 class FadeIn:
     """Streaming raised-cosine fade-in: float32 [N] chunks in, float32 [N] chunks out."""
 
-    def __init__(self, ms: float = 10.0, sample_rate: int = SAMPLE_RATE) -> None:
+    def __init__(self, ms: float = defaults.FADE_IN_MS, sample_rate: int = SAMPLE_RATE) -> None:
         if not (isinstance(ms, int | float) and math.isfinite(ms) and ms >= 0):
             raise ValueError(f"fade-in length must be a finite number of ms >= 0, got {ms!r}")
         if not (isinstance(sample_rate, int) and sample_rate > 0):

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from app.audio.compressed import SPECS, AvEncoder
-from app.audio.constants import SAMPLE_RATE
+from app.core.constants import SAMPLE_RATE
 
 # Sizes written by the streaming WAV header, whose length is unknown when it is sent. A "huge" data
 # chunk is the usual convention for streamed WAV (players read until EOF). The values stay below

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.errors import InvalidRequest, PayloadTooLarge
+from app.core.errors import InvalidRequest, PayloadTooLarge
 
 REFERENCE_RATE = 16000
 """Sample rate of the NeuCodec encoder's input."""

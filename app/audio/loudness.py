@@ -19,12 +19,12 @@ Analysis runs on fixed 10 ms frames counted from the first sample of the respons
   input gain as long as the speech stays above the absolute gate (a fixed -50 dBFS floor, as before,
   dropped the quiet frames of quiet input only). Blocks are shorter than the standard's 400 ms because
   the statistics lock after about 1 s: 100 ms blocks sample that second more finely.
-  ``target_rms_db`` (the ``TARGET_RMS_DB`` setting, -16) is therefore a K-weighted, gated level in
+  ``target_lufs`` (the ``TARGET_LOUDNESS_LUFS`` setting, -16) is therefore a K-weighted, gated level in
   LUFS, not an RMS in dBFS. A BS.1770 meter over the whole normalized utterance reads about 1 dB lower
   for espeak-ng speech (its 400 ms blocks average in more of the gaps between words), plus whatever
   the first second differs from the rest (``bench/audio_quality.py``: -16.8 to -17.5 LUFS). The
   running ``peak`` is the largest ``|x|`` of the unfiltered input.
-- The wanted gain is ``want = clip(target_rms_db - est_db, +-max_gain_db)``, and a boost is capped so
+- The wanted gain is ``want = clip(target_lufs - est_db, +-max_gain_db)``, and a boost is capped so
   that ``peak * gain <= LIMITER_DRIVE`` (a cut is never forced by the cap; the limiter handles hot
   input). With no frame above the absolute gate yet, ``want = 0 dB``. ``max_gain_db`` bounds how far
   the input level may be from the target: input at -40 LUFS needs +24 dB, more than the default 12.
@@ -52,8 +52,9 @@ import math
 
 import numpy as np
 
-from app.audio.constants import SAMPLE_RATE
 from app.audio.pcm import as_mono_f32
+from app.core import defaults
+from app.core.constants import SAMPLE_RATE
 
 FRAME_S = 0.010
 LUFS_OFFSET_DB = -0.691  # BS.1770: loudness = -0.691 + 10 log10(mean square of the K-weighted signal)
@@ -111,10 +112,10 @@ class LoudnessNormalizer:
 
     def __init__(
         self,
-        target_rms_db: float = -16.0,
-        max_gain_db: float = 12.0,
-        lock_s: float = 1.0,
-        min_estimate_s: float = 0.5,
+        target_lufs: float = defaults.TARGET_LOUDNESS_LUFS,
+        max_gain_db: float = defaults.MAX_GAIN_DB,
+        lock_s: float = defaults.NORM_LOCK_S,
+        min_estimate_s: float = defaults.NORM_MIN_ESTIMATE_S,
         sample_rate: int = SAMPLE_RATE,
         active_floor_db: float = -70.0,
         max_slew_db_per_s: float = 4.0,
@@ -123,7 +124,7 @@ class LoudnessNormalizer:
         block_s: float = 0.1,
     ) -> None:
         values = {
-            "target_rms_db": target_rms_db,
+            "target_lufs": target_lufs,
             "max_gain_db": max_gain_db,
             "lock_s": lock_s,
             "min_estimate_s": min_estimate_s,
@@ -143,7 +144,7 @@ class LoudnessNormalizer:
             raise ValueError(f"relative_gate_db must be <= 0, got {relative_gate_db!r}")
         if not (isinstance(sample_rate, int) and sample_rate > 0):
             raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
-        self.target_rms_db = float(target_rms_db)
+        self.target_lufs = float(target_lufs)
         self.max_gain_db = float(max_gain_db)
         self.sample_rate = sample_rate
         self._frame = max(1, round(FRAME_S * sample_rate))
@@ -230,7 +231,7 @@ class LoudnessNormalizer:
         if self._n_active == 0:
             return 0.0
         est_db = LUFS_OFFSET_DB + 10.0 * math.log10(self._est_ms)
-        want = min(max(self.target_rms_db - est_db, -self.max_gain_db), self.max_gain_db)
+        want = min(max(self.target_lufs - est_db, -self.max_gain_db), self.max_gain_db)
         if self._peak > 0:
             want = min(want, max(0.0, 20.0 * math.log10(LIMITER_DRIVE / self._peak)))
         return want

@@ -16,6 +16,7 @@ from app.audio.fade import FadeIn
 from app.audio.formats import AudioEncoder, make_encoder
 from app.audio.loudness import LoudnessNormalizer
 from app.audio.timestretch import TimeStretch
+from app.core import defaults
 
 
 class Stage(Protocol):
@@ -34,11 +35,11 @@ class PostOptions:
     stream: bool
     speaking_rate: float = 1.0
     normalize: bool = True
-    target_rms_db: float = -16.0
-    max_gain_db: float = 12.0
-    lock_s: float = 1.0
-    min_estimate_s: float = 0.5
-    fade_in_ms: float = 10.0
+    target_lufs: float = defaults.TARGET_LOUDNESS_LUFS
+    max_gain_db: float = defaults.MAX_GAIN_DB
+    lock_s: float = defaults.NORM_LOCK_S
+    min_estimate_s: float = defaults.NORM_MIN_ESTIMATE_S
+    fade_in_ms: float = defaults.FADE_IN_MS
 
 
 class PostChain:
@@ -49,7 +50,7 @@ class PostChain:
         if options.normalize:
             stages.append(
                 LoudnessNormalizer(
-                    target_rms_db=options.target_rms_db,
+                    target_lufs=options.target_lufs,
                     max_gain_db=options.max_gain_db,
                     lock_s=options.lock_s,
                     min_estimate_s=options.min_estimate_s,

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.audio.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
+from app.core.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 
 Decode = Callable[[list[int]], Awaitable[np.ndarray]]
 """Decodes a window of T codes to float32 mono audio of shape [T * samples_per_token]."""

@@ -40,8 +40,8 @@ import math
 
 import numpy as np
 
-from app.audio.constants import SAMPLE_RATE
 from app.audio.pcm import as_mono_f32
+from app.core.constants import SAMPLE_RATE
 
 MIN_RATE = 0.5
 MAX_RATE = 2.0

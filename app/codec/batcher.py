@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from app.errors import Unavailable
+from app.core.errors import Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.codec.device import DeviceOps
 from app.codec.graphs import GraphPool
+from app.core.device import DeviceOps
 
 Forward = Callable[[torch.Tensor], torch.Tensor]  # [B, T] int64 codes -> [B, T * hop] float audio
 

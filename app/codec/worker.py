@@ -19,12 +19,12 @@ import numpy as np
 import torch
 
 from app.codec.batcher import Batcher, BatchObserver, SpanRecorder
-from app.codec.device import DeviceOps
 from app.codec.graphs import GraphPool
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import MIN_SAMPLES, NeuCodecEncoder, frames_for
 from app.codec.runner import DecodeRunner, Forward, PreparedBatch
-from app.errors import Unavailable
+from app.core.device import DeviceOps
+from app.core.errors import Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from urllib.parse import quote
 
-from app.errors import ValidationFailed
+from app.core.defaults import MAX_INTERLEAVE_ID_CHARS as MAX_ID_CHARS
+from app.core.errors import ValidationFailed
 
-MAX_ID_CHARS = 256
 HEADER = "X-Interleave-Id"
 
 
@@ -32,7 +32,7 @@ def header_id(raw: str | None) -> str | None:
     return value or None
 
 
-def request_id(body: str | None, header: str | None) -> str | None:
+def interleave_id(body: str | None, header: str | None) -> str | None:
     """The request's interleave id: the body field when set (non-empty), else the header's."""
     return body if body else header_id(header)
 

@@ -20,13 +20,14 @@ import logging
 from dataclasses import dataclass
 
 from app.config import Settings
+from app.core.stats import UtteranceStats
 from app.interleave.fit import Limits, Plan, TokenCounter, estimate_tokens, plan_prompt
 from app.interleave.ids import HEADER, header_echo
-from app.interleave.store import History, StoreError, TurnStore, build_store, max_history_codes
+from app.interleave.stores.base import History, StoreError, TurnStore
+from app.interleave.stores.factory import build_store, max_history_codes
 from app.interleave.tokenizer import load_local_tokenizer, tokenizer_counter
 from app.interleave.turns import Turn, unspaced
 from app.lm.types import GenerationParams, TokenSource
-from app.pipeline import UtteranceStats
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,10 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 from yarl import URL
 
-from app.errors import APIError, BackendError, BackendTimeout, Unavailable
+from app.core.errors import APIError, BackendError, BackendTimeout, Unavailable
+from app.core.types import FinishReason
 from app.lm.speech_tokens import SpeechTokenError, SpeechTokenParser
-from app.lm.types import FinishReason, GenerationParams
+from app.lm.types import GenerationParams
 from app.observability.tracing import NOOP_SPAN, SpanLike, span, start_span
 
 HEALTH_TIMEOUT_S = 2.0

@@ -18,10 +18,11 @@ from typing import Any
 
 import torch
 
-from app.codec.device import resolve_device, set_current
-from app.errors import APIError, BackendError, Unavailable
+from app.core.device import resolve_device, set_current
+from app.core.errors import APIError, BackendError, Unavailable
+from app.core.types import FinishReason
 from app.lm.speech_tokens import SPEECH_CODES
-from app.lm.types import FinishReason, GenerationParams
+from app.lm.types import GenerationParams
 from app.observability.tracing import NOOP_SPAN, SpanLike, start_span
 
 GREEDY_BELOW = 1e-5  # temperatures under this sample greedily (vLLM's _SAMPLING_EPS)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
-FinishReason = Literal["stop", "length", "error", "cancelled"]
+from app.core.types import FinishReason
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class TokenStream(Protocol):
 
     ``finish_reason`` is None while running and set when the iteration ends: ``stop`` (the model ended
     the utterance), ``length`` (max_tokens reached), ``cancelled`` (closed by us). Errors raise
-    ``app.errors.APIError`` subclasses (BackendError 502, BackendTimeout 504) from ``__anext__``.
+    ``app.core.errors.APIError`` subclasses (BackendError 502, BackendTimeout 504) from ``__anext__``.
     ``prompt_tokens`` is the prompt's length in LM tokens once the backend has reported it (None before,
     or when the backend does not say).
     """

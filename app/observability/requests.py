@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.audio.constants import SAMPLE_RATE
-from app.errors import APIError
+from app.core.constants import SAMPLE_RATE
+from app.core.errors import APIError
+from app.core.routes import SYNTHESIS_PATHS
+from app.core.stats import UtteranceStats
 from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing, bind_request_trace_id, unbind_request
-from app.pipeline import UtteranceStats
 
 access_log = logging.getLogger("app.access")
 
-SYNTHESIS_PATHS = frozenset({"/v1/audio/speech", "/v1/audio/vc"})
 _KIND_BY_STATUS = {
     400: "validation",
     413: "validation",

@@ -24,13 +24,15 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, MutableMapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from app.config import Settings
+from app.core.routes import UNTRACED_PATHS
+from app.core.types import Attributes, AttributeValue
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -41,15 +43,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-AttributeValue = str | bool | int | float | Sequence[str] | Sequence[int] | Sequence[float]
-Attributes = Mapping[str, AttributeValue | None]
 
 NO_EXPORTER = (
     "hot-path spans requested but no span exporter is configured, so they are disabled rather than "
     "built and dropped. Set OTLP_ENDPOINT (or ENABLE_CONSOLE_SPAN_EXPORTER=true) to collect them, or "
     "TRACING_SPANS_REQUIRE_EXPORTER=false if a processor is attached in code."
 )
-UNTRACED_PATHS = ("/health", "/ready", "/metrics", "/scalar", "/openapi.json", "/docs", "/favicon.ico")
 
 
 class SpanLike(Protocol):

@@ -27,10 +27,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from app.errors import BackendError
+from app.core.defaults import MAX_PROMPT_CHARS
+from app.core.errors import BackendError
 
 __all__ = [
-    "MAX_PROMPT_CHARS",
     "LLMNormalizer",
     "LLMNormalizerError",
     "chat_completions_url",
@@ -40,7 +40,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_PROMPT_CHARS = 2000
 
 LANGUAGE_NAMES = {"en": "English", "ms": "Malay", "zh": "Mandarin Chinese", "ta": "Tamil"}
 

@@ -18,9 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from app.errors import InvalidRequest
+from app.core.defaults import MAX_PROMPT_CHARS
+from app.core.errors import InvalidRequest
+from app.core.types import Language
+from app.core.types import NormalizerMode as Mode
 from app.observability.tracing import span
-from app.text.llm import MAX_PROMPT_CHARS, LLMNormalizer, LLMNormalizerError
+from app.text.llm import LLMNormalizer, LLMNormalizerError
 from app.text.rule import clean, normalize_rule
 from app.text.spoken import normalize_spoken
 
@@ -28,8 +31,6 @@ __all__ = ["LANGUAGES", "MODES", "Language", "Mode", "NormalizeResult", "TextNor
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["rule", "spoken", "llm"]
-Language = Literal["auto", "en", "ms", "zh", "ta"]
 MODES: tuple[str, ...] = get_args(Mode)
 LANGUAGES: tuple[str, ...] = get_args(Language)
 

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from app.config import Settings
+from app.core.types import FinishReason
 from app.interleave.fit import estimate_tokens
-from app.lm.types import FinishReason, GenerationParams
+from app.lm.types import GenerationParams
 from tests.api.conftest import http_settings, serve
 from tests.api.test_speech_http import assert_openai_error
 from tests.fakes.fake_vllm import FakeVLLM, Script
@@ -248,7 +249,7 @@ class HistoryShyLM:
 @pytest.fixture
 def scripted_lm(monkeypatch: pytest.MonkeyPatch) -> HistoryShyLM:
     lm = HistoryShyLM()
-    monkeypatch.setattr("app.engine.build_source", lambda _settings: lm)
+    monkeypatch.setattr("app.families.neucodec.family.build_source", lambda _settings: lm)
     return lm
 
 

@@ -153,7 +153,7 @@ async def test_loudness_normalization_and_fade(app_url: str) -> None:
     assert not np.array_equal(a, b)
     meter = pyloudnorm.Meter(24000, block_size=0.4)
     before, after = meter.integrated_loudness(a), meter.integrated_loudness(b)
-    assert abs(after - -16.0) < 1.5 < abs(before - -16.0)  # TARGET_RMS_DB is a K-weighted level (LUFS)
+    assert abs(after - -16.0) < 1.5 < abs(before - -16.0)  # TARGET_LOUDNESS_LUFS: K-weighted (LUFS)
 
 
 @pytest.mark.parametrize("fmt", ["mp3", "opus"])

@@ -28,8 +28,8 @@ from app.audio.compressed import (
     _crc16,
     mp3_info_frame,
 )
-from app.audio.constants import SAMPLE_RATE
 from app.audio.formats import SUPPORTED_FORMATS, float_to_pcm16, make_encoder
+from app.core.constants import SAMPLE_RATE
 
 FORMATS = ("mp3", "opus", "aac", "flac")
 DEMUXER = {"mp3": "mp3", "opus": "ogg", "aac": "aac", "flac": "flac"}

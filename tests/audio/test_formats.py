@@ -9,7 +9,6 @@ import wave
 import numpy as np
 import pytest
 
-from app.audio.constants import SAMPLE_RATE
 from app.audio.formats import (
     STREAM_DATA_SIZE,
     STREAM_RIFF_SIZE,
@@ -20,6 +19,7 @@ from app.audio.formats import (
     make_encoder,
     wav_bytes,
 )
+from app.core.constants import SAMPLE_RATE
 
 
 def noise(n: int, seed: int = 0) -> np.ndarray:

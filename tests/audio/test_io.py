@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from app.audio.io import REFERENCE_RATE, load_reference, read_limited
-from app.errors import InvalidRequest, PayloadTooLarge
+from app.core.errors import InvalidRequest, PayloadTooLarge
 from tests.speech_audio import FORMATS, espeak_wav, transcode, wav_bytes
 
 LIMITS = {"min_s": 1.0, "max_s": 30.0, "param": "reference_audio"}

@@ -263,7 +263,7 @@ def test_soft_limit_curve() -> None:
         {"max_gain_db": -1.0},
         {"lock_s": -0.5},
         {"min_estimate_s": float("nan")},
-        {"target_rms_db": float("inf")},
+        {"target_lufs": float("inf")},
         {"sample_rate": 0},
         {"relative_gate_db": 3.0},
         {"block_s": -0.1},

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from app.codec.device import DeviceOps, resolve_device
 from app.codec.worker import CodecOptions, CodecWorker
+from app.core.device import DeviceOps, resolve_device
 from app.tools.fixtures.codec import random_decoder
 
 

@@ -19,7 +19,7 @@ from app.codec.batcher import Batcher, BatcherClosed, BatchTimeout
 from app.codec.neucodec.config import NeuCodecConfig
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.worker import CodecOptions, CodecWorker
-from app.errors import Unavailable
+from app.core.errors import Unavailable
 from app.tools.fixtures.codec import random_decoder
 
 
@@ -319,7 +319,9 @@ async def test_bf16_batched_decodes_stay_within_30_db_of_fp32() -> None:
 async def test_torch_compile_path_decodes_like_eager(tiny_decoder: NeuCodecDecoder) -> None:
     """TORCH_COMPILE=true on a CPU (inductor, one dynamic-shape graph): batched, compiled decodes equal
     the eager lone decodes. Compiling takes tens of seconds cold."""
-    worker = CodecWorker(tiny_decoder, "cpu", options=CodecOptions(compile=True, window_s=0.05))
+    # compiling takes tens of seconds cold, minutes on a loaded machine: no batch timeout can fire first
+    options = CodecOptions(compile=True, window_s=0.05, timeout_s=600)
+    worker = CodecWorker(tiny_decoder, "cpu", options=options)
     windows = [[(i * 7919 + n) % 65536 for i in range(n)] for n in (16, 16, 24)]
     worker.start()
     try:

@@ -8,7 +8,7 @@ import torch
 from pydantic import ValidationError
 
 from app.codec.neucodec.decoder import NeuCodecDecoder
-from app.engine import codec_options, cpu_has_bf16_matmul
+from app.families.neucodec.family import codec_options, cpu_has_bf16_matmul
 from app.tools.fixtures.codec import random_decoder
 from tests.conftest import make_settings
 

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 import torch
 
-from app.codec.device import resolve_device, set_current, synchronize
+from app.core.device import resolve_device, set_current, synchronize
 
 
 @pytest.mark.parametrize("available", [True, False])

@@ -16,7 +16,7 @@ from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import NeuCodecEncoder
 from app.codec.neucodec.loading import load_encoder
 from app.codec.worker import CodecOptions, CodecWorker, EncoderUnavailable
-from app.errors import Unavailable
+from app.core.errors import Unavailable
 
 HOP = 480
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.codec.device import DeviceOps
 from app.codec.runner import HostBufferPool
+from app.core.device import DeviceOps
 
 
 def test_a_returned_buffer_is_reused_for_the_same_shape() -> None:

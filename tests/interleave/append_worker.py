@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from app.interleave.redis_store import RedisStore
-from app.interleave.shm import ShmStore
-from app.interleave.store import TurnStore
+from app.interleave.stores.base import TurnStore
+from app.interleave.stores.redis import RedisStore
+from app.interleave.stores.shm import ShmStore
 from app.interleave.turns import Turn
 
 TTL_S = 600.0

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from app.interleave.redis_store import RedisStore
-from app.interleave.shm import ShmStore
-from app.interleave.store import TurnStore
+from app.interleave.stores.base import TurnStore
+from app.interleave.stores.redis import RedisStore
+from app.interleave.stores.shm import ShmStore
 from tests.interleave.append_worker import NO_CODE_CAP, TTL_S, writer_turn
 from tests.interleave.conftest import REDIS_URL
 

@@ -12,10 +12,11 @@ import pytest
 import redis
 
 from app.interleave.ids import digest
-from app.interleave.memory import MemoryStore
-from app.interleave.redis_store import RedisStore
-from app.interleave.shm import ShmStore
-from app.interleave.store import StoreError, TurnStore, build_store, default_store_dir
+from app.interleave.stores.base import StoreError, TurnStore
+from app.interleave.stores.factory import build_store, default_store_dir
+from app.interleave.stores.memory import MemoryStore
+from app.interleave.stores.redis import RedisStore
+from app.interleave.stores.shm import ShmStore
 from app.interleave.turns import Turn
 from tests.conftest import make_settings
 from tests.interleave.conftest import REDIS_URL, Clock

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from app.errors import ValidationFailed
-from app.interleave.ids import digest, header_echo, header_id, request_id
+from app.core.errors import ValidationFailed
+from app.interleave.ids import digest, header_echo, header_id, interleave_id
 from app.interleave.turns import Turn, cut_to_tail, retain, text_tail, trailing_run
 
 
@@ -83,11 +83,11 @@ def test_cut_to_tail_keeps_the_last_codes() -> None:
 
 
 def test_request_id_prefers_the_body() -> None:
-    assert request_id("body-id", "header-id") == "body-id"
-    assert request_id(None, "header-id") == "header-id"
-    assert request_id("", "header-id") == "header-id"
-    assert request_id(None, None) is None
-    assert request_id(None, "   ") is None
+    assert interleave_id("body-id", "header-id") == "body-id"
+    assert interleave_id(None, "header-id") == "header-id"
+    assert interleave_id("", "header-id") == "header-id"
+    assert interleave_id(None, None) is None
+    assert interleave_id(None, "   ") is None
 
 
 def test_header_ids_are_read_as_utf8_and_limited() -> None:

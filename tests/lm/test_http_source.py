@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from app.errors import BackendError, BackendTimeout, Unavailable
+from app.core.errors import BackendError, BackendTimeout, Unavailable
 from app.lm.http_source import HttpTokenSource, backend_urls, error_message
 from app.lm.types import GenerationParams, TokenStream
 from tests.fakes.fake_vllm import FakeVLLM, Script, prompt_token_count

@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 import torch
 
-from app.errors import Unavailable
+from app.core.errors import Unavailable
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.transformers_source import TransformersTokenSource, apply_repetition_penalty, choose_next
 from app.lm.types import GenerationParams, TokenStream

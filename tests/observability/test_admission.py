@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api.admission import Admission
-from app.errors import RateLimited
+from app.core.errors import RateLimited
 from app.main import create_app
 from app.observability.metrics import Metrics
 from tests.api.conftest import http_settings, serve_app

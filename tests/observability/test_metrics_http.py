@@ -109,7 +109,7 @@ async def test_ready_has_a_deadline(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -
         return True
 
     async with serve_app(app) as url, httpx.AsyncClient(timeout=10) as c:
-        app.state.engine.source.ready = hanging
+        app.state.engine.default.source.ready = hanging
         started = time.monotonic()
         response = await c.get(url + "/ready")
     assert time.monotonic() - started < 2

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.errors import BackendError
+from app.core.errors import BackendError
 from app.text.llm import (
     FEW_SHOT,
     MAX_PROMPT_CHARS,

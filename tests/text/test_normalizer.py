@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from app.errors import InvalidRequest
+from app.core.errors import InvalidRequest
 from app.text import normalizer as normalizer_module
 from app.text.llm import LLMNormalizer, LLMNormalizerError
 from app.text.normalizer import LANGUAGES, MODES, NormalizeResult, TextNormalizer

@@ -62,7 +62,13 @@ class ISTFTHead(nn.Module):
         self.istft = ISTFT(n_fft, hop_length)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        log_mag, phase = self.out(x).float().chunk(2, dim=-1)  # each [B, T, n_fft // 2 + 1]
+        return self._waveform(self.out(x))
+
+    @torch.compiler.disable
+    def _waveform(self, projected: torch.Tensor) -> torch.Tensor:
+        """``[B, T, n_fft + 2]`` -> ``[B, T * hop_length]``. Left out of ``torch.compile`` (TORCH_COMPILE):
+        inductor generates no code for complex operators, and the ISTFT is a small share of the decoder."""
+        log_mag, phase = projected.float().chunk(2, dim=-1)  # each [B, T, n_fft // 2 + 1]
         mag = log_mag.exp().clamp(max=MAX_MAGNITUDE)
         spec = torch.complex(mag * phase.cos(), mag * phase.sin())
         return self.istft(spec)

@@ -112,3 +112,7 @@ class RateLimited(APIError):
     status = 429
     type = "rate_limit_error"
     code = "rate_limit_exceeded"
+
+
+class ClientDisconnected(Exception):
+    """The client went away before the response started; there is nobody to answer."""

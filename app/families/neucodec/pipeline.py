@@ -7,41 +7,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 
 import anyio
 import numpy as np
 
 from app.audio.stitcher import Stitcher, StitchSchedule
-from app.lm.types import FinishReason, GenerationParams, TokenSource
-from app.observability.tracing import Attributes, span
+from app.core.stats import UtteranceStats
+from app.lm.types import GenerationParams, TokenSource
+from app.observability.tracing import span
 
 Decode = Callable[[list[int]], Awaitable[np.ndarray]]
-
-
-@dataclass
-class UtteranceStats:
-    """What one synthesis consumed and produced, filled in as it runs."""
-
-    codes: int = 0  # speech tokens generated
-    prompt_tokens: int | None = None  # LM tokens in the prompt, when the backend reports them
-    finish_reason: FinishReason | None = None  # set once the LM stream ends, before the last decodes
-    tokens: list[int] = field(default_factory=list)  # the generated codes, in order
-    samples: int = 0  # audio samples yielded
-    decodes: int = 0  # codec calls
-    lm_wait_s: float = 0.0  # waiting for LM codes with nothing left to decode
-    decode_wait_s: float = 0.0  # waiting for the codec
-    generation_s: float = 0.0  # start of the synthesis to its end
-
-    def span_attributes(self) -> Attributes:
-        """The ``tts.stream`` aggregates (``tts.audio_bytes`` counts 16-bit PCM)."""
-        return {
-            "tts.lm_wait_s": self.lm_wait_s,
-            "tts.decode_wait_s": self.decode_wait_s,
-            "tts.decodes": self.decodes,
-            "tts.audio_bytes": self.samples * 2,
-            "tts.codes": self.codes,
-        }
 
 
 class _ObservedDecode:

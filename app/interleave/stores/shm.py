@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from app.interleave.ids import digest
-from app.interleave.store import History, StoreError
+from app.interleave.stores.base import History, StoreError
 from app.interleave.turns import Turn, retain
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from app.interleave.ids import digest
-from app.interleave.store import History
+from app.interleave.stores.base import History
 from app.interleave.turns import Turn, retain
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.errors import Conflict, InvalidRequest, NotFound
+from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,10 @@ class VoiceRegistry:
         self._reserved = {name.lower() for name in reserved}
         self._voices: dict[str, RegisteredVoice] = {}
         self._lock = asyncio.Lock()
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """Also refuse these names (the built-in voices of a family added after construction)."""
+        self._reserved.update(name.lower() for name in names)
 
     def __contains__(self, name: object) -> bool:
         return name in self._voices

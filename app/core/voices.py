@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.config import Settings
-from app.errors import InvalidRequest
+from app.core.errors import InvalidRequest
 
 
 @dataclass(frozen=True)
@@ -20,10 +19,6 @@ class VoiceCatalog:
     voices: tuple[str, ...]
     default: str
     aliases: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> VoiceCatalog:
-        return cls(tuple(settings.SPEAKERS), settings.DEFAULT_SPEAKER, dict(settings.VOICE_ALIASES))
 
     def resolve(self, name: str | None, others: Iterable[str] = ()) -> str:
         """The configured voice for ``name`` (a voice or alias; None = default). Raises InvalidRequest,

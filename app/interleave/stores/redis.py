@@ -19,7 +19,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from app.interleave.ids import digest
-from app.interleave.store import History, StoreError
+from app.interleave.stores.base import History, StoreError
 from app.interleave.turns import Turn
 
 CONNECT_TIMEOUT_S = 0.5

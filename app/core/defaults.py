@@ -1,0 +1,22 @@
+"""Defaults shared by a setting and the stage that reads it, so each has one home.
+
+``Settings`` uses these as its field defaults; the stages use them as their constructor defaults (for
+callers without settings: tests, benchmarks).
+"""
+
+from __future__ import annotations
+
+TARGET_LOUDNESS_LUFS = -16.0
+"""Loudness target: K-weighted, gated (BS.1770-style) level."""
+MAX_GAIN_DB = 12.0
+"""Largest boost or cut of the loudness stage."""
+NORM_LOCK_S = 1.0
+"""Seconds of voiced audio after which the loudness gain locks."""
+NORM_MIN_ESTIMATE_S = 0.5
+"""Audio the first loudness estimate needs."""
+FADE_IN_MS = 10.0
+"""Raised-cosine fade-in at the start of each response."""
+MAX_PROMPT_CHARS = 2000
+"""Longest accepted ``prompt`` (extra instructions of the llm normalizer)."""
+MAX_INTERLEAVE_ID_CHARS = 256
+"""Longest accepted interleave id, in characters."""

@@ -1,0 +1,133 @@
+"""The model-family seam: what a family of TTS models implements to be served through the API.
+
+A family (NeuCodec today, MOSS-TTS-Realtime next) answers to some ``model`` ids, has built-in voices,
+declares its capabilities, and turns a planned request (a ``SpeechJob``: text already normalized,
+voice resolved, every default filled in) into an ``Utterance``: first ``plan`` checks everything that
+can be known before audio (raising ``APIError``), then ``Utterance.stream`` yields float32 mono 24 kHz
+PCM chunks, shape ``(samples,)``, and stops its generation when the iterator is closed. Everything after
+the PCM (loudness, speed, fade, encoders, transports, metrics) is shared and lives outside the family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from app.core.stats import UtteranceStats
+from app.core.types import Attributes
+from app.core.voices import VoiceCatalog
+
+OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+"""OpenAI's TTS model names: the default family answers to them (and to dated ``gpt-4o-mini-tts-*``)."""
+
+
+def openai_model(name: str) -> bool:
+    """An OpenAI TTS model name or a dated variant of one (``gpt-4o-mini-tts-2025-12-15``)."""
+    return name in OPENAI_MODELS or name.startswith("gpt-4o-mini-tts-")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a family can do beyond speaking text in a built-in voice."""
+
+    reference_voice: bool = False
+    """A voice from reference audio: ``/v1/audio/vc`` and registered voices."""
+    multi_turn: bool = False
+    """Requests that share an interleave id continue one conversation's context."""
+
+    def lacking(self, reference_voice: bool = False, multi_turn: bool = False) -> list[str]:
+        """The capabilities asked for that this family does not have, by name."""
+        asked = {"reference_voice": reference_voice, "multi_turn": multi_turn}
+        return [name for name, wanted in asked.items() if wanted and not getattr(self, name)]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampling of one generation; ``top_p``, ``top_k`` and ``seed`` are the backend's when None."""
+
+    max_tokens: int
+    temperature: float
+    repetition_penalty: float
+    top_p: float | None = None
+    top_k: int | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class ReferenceVoice:
+    """A voice given by reference audio: its transcript (normalized) and its speech codes."""
+
+    text: str
+    codes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SpeechJob:
+    """One request as a family receives it: everything resolved, nothing left to default."""
+
+    model: str
+    text: str
+    voice: str | ReferenceVoice
+    sampling: Sampling
+    first_chunk_s: float
+    """Audio in the first chunk, in seconds (the API's ``playback_speed``)."""
+    overlap_s: float
+    """Future context decoded with each chunk, in seconds (``playback_overlap_speed``)."""
+    interleave_id: str | None = None
+    retain_turns: int = 0
+    attributes: Attributes = field(default_factory=dict)
+    """The request's options, for the ``tts.stream`` span."""
+
+
+class Utterance(Protocol):
+    """A planned request, ready to stream."""
+
+    def attributes(self) -> Attributes:
+        """Attributes for the ``tts.stream`` span."""
+        ...
+
+    def headers(self) -> Mapping[str, str]:
+        """Extra response headers; read after the first chunk (a family may change its plan before it)."""
+        ...
+
+    def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
+        """float32 mono 24 kHz chunks, shape (samples,), filling ``stats`` as it goes; closing it stops
+        the generation."""
+        ...
+
+
+class ModelFamily(Protocol):
+    """A family of models served through the API."""
+
+    name: str
+    capabilities: Capabilities
+    voices: VoiceCatalog
+    defaults: Sampling
+
+    def model_ids(self) -> Sequence[str]:
+        """The ``model`` ids this family answers to (its served names)."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ready(self) -> dict[str, bool]:
+        """Readiness of each part, by name."""
+        ...
+
+    async def plan(self, job: SpeechJob) -> Utterance:
+        """Check ``job`` and prepare it; raises APIError for anything known before the first byte."""
+        ...
+
+    def check_can_encode(self) -> None:
+        """Raise APIError when this family cannot encode reference audio now."""
+        ...
+
+    async def encode_reference(self, samples: np.ndarray, digest: str) -> list[int]:
+        """Speech codes of a reference clip (16 kHz float32 mono samples, shape (S,); ``digest`` is its
+        content hash, the cache key)."""
+        ...

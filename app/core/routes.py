@@ -1,0 +1,27 @@
+"""Route paths, defined once: the route decorators and the middlewares that act on paths use these."""
+
+from __future__ import annotations
+
+SPEECH = "/v1/audio/speech"
+VC = "/v1/audio/vc"
+VOICES = "/v1/audio/voices"
+VOICE = "/v1/audio/voices/{name}"
+NORMALIZE = "/v1/audio/normalize"
+INTERLEAVE = "/v1/audio/interleave/{interleave_id:path}"
+MODELS = "/v1/models"
+SPEAKERS = "/v1/audio/speaker"
+ROOT = "/"
+HEALTH = "/health"
+READY = "/ready"
+METRICS = "/metrics"
+DOCS = "/scalar"
+API_PREFIX = "/v1"
+
+SYNTHESIS_PATHS = frozenset({SPEECH, VC})
+"""Routes that stream audio: admission control, first-audio metrics and the OpenAPI audio docs."""
+UPLOAD_PATHS = frozenset({VC, VOICES})
+"""Routes that take a multipart audio upload: the upload size cap."""
+ENCODE_PATHS = frozenset({VC, VOICES})
+"""Routes that encode a reference clip on the device."""
+UNTRACED_PATHS = (HEALTH, READY, METRICS, DOCS, "/openapi.json", "/docs", "/favicon.ico")
+"""Probe and documentation routes that get no server span."""

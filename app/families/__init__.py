@@ -1,0 +1,1 @@
+"""Model families: one package each, built from the stages (text, lm, codec, audio, interleave)."""

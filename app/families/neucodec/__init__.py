@@ -1,0 +1,1 @@
+"""The NeuCodec family: a Qwen3 LM emitting NeuCodec speech tokens, decoded by windows (stitcher)."""

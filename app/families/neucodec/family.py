@@ -1,0 +1,312 @@
+"""NeuCodecFamily: the speech-token LM (vLLM over HTTP or in-process), the stitcher and the codec.
+
+Owns the LM source, the codec worker (decoder, and the encoder when VC_ENABLED), the reference-code
+cache and the interleave service, all built from ``Settings`` and started in ``start``. ``plan`` turns a
+``SpeechJob`` into a ``NeuCodecUtterance`` (the prompt, with interleave history when asked); its
+``stream`` runs ``pipeline.synthesize`` and, with history, holds the first audio until the fallback
+check has been decided, so a regeneration without history never follows audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+import numpy as np
+
+from app.audio.stitcher import StitchSchedule
+from app.codec.reference_cache import ReferenceCache
+from app.config import Settings
+from app.core.errors import InvalidRequest, Unavailable
+from app.core.family import Capabilities, ReferenceVoice, Sampling, SpeechJob
+from app.core.stats import UtteranceStats
+from app.core.types import Attributes
+from app.core.voices import VoiceCatalog
+from app.families.neucodec.pipeline import synthesize
+from app.interleave.fit import estimate_tokens
+from app.interleave.service import Interleave, InterleaveTurn
+from app.lm.prompt import tts_prompt, vc_prompt
+from app.lm.types import GenerationParams, TokenSource
+from app.observability.metrics import Metrics
+from app.observability.tracing import start_span, traced_stream
+
+if TYPE_CHECKING:
+    from app.codec.worker import CodecOptions, CodecWorker
+
+log = logging.getLogger(__name__)
+
+NAME = "neucodec"
+
+
+def builtin_voices(settings: Settings) -> VoiceCatalog:
+    """The voices the LM was trained on (SPEAKERS), the default one and the aliases."""
+    return VoiceCatalog(tuple(settings.SPEAKERS), settings.DEFAULT_SPEAKER, dict(settings.VOICE_ALIASES))
+
+
+def build_source(settings: Settings) -> TokenSource:
+    """The speech-token source named by ``LM_BACKEND`` (imported here: torch/transformers load lazily)."""
+    if settings.LM_BACKEND == "http":
+        from app.lm.http_source import HttpTokenSource
+
+        return HttpTokenSource(
+            settings.TTS_API,
+            settings.TTS_API_KEY,
+            connect_timeout_s=settings.LM_CONNECT_TIMEOUT_S,
+            first_token_timeout_s=settings.LM_FIRST_TOKEN_TIMEOUT_S,
+            token_timeout_s=settings.LM_TOKEN_TIMEOUT_S,
+        )
+    from app.lm.transformers_source import TransformersTokenSource
+
+    return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
+
+
+def cpu_has_bf16_matmul() -> bool:
+    """True when this CPU has bf16 matrix instructions (AMX tiles or AVX-512-BF16), which is what makes
+    a bf16 decoder faster than float32 on a CPU (torch's own probes; False if it has none)."""
+    import torch
+
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
+def codec_options(settings: Settings) -> CodecOptions:
+    """The codec batcher's settings (batching window and size, timeouts, graphs, compile)."""
+    from app.codec.worker import CodecOptions
+
+    return CodecOptions(
+        window_s=settings.BATCH_WINDOW_MS / 1000,
+        max_batch=settings.MAX_BATCH_SIZE,
+        timeout_s=settings.BATCH_TIMEOUT,
+        max_encode_batch=settings.MAX_ENCODE_BATCH,
+        cuda_graphs=settings.CUDA_GRAPHS,
+        graph_batch_sizes=tuple(settings.CUDA_GRAPH_BUCKETS),
+        graph_lengths=tuple(settings.CODEC_BUCKETS) if settings.CUDA_GRAPH_WARMUP else (),
+        max_graphs=settings.CUDA_GRAPH_MAX,
+        compile=settings.TORCH_COMPILE,
+    )
+
+
+class NeuCodecUtterance:
+    """One planned NeuCodec request: its LM call, its stitch schedule, and its interleave turn."""
+
+    def __init__(
+        self,
+        family: NeuCodecFamily,
+        params: GenerationParams,
+        schedule: StitchSchedule,
+        turn: InterleaveTurn | None,
+        request_attributes: Attributes,
+    ) -> None:
+        self.family = family
+        self.request_attributes = request_attributes
+        self.params = params
+        self.schedule = schedule
+        self.turn = turn
+
+    def attributes(self) -> Attributes:
+        return {
+            **self.request_attributes,
+            "tts.model": self.params.model,
+            "max_tokens": self.params.max_tokens,
+            "temperature": self.params.temperature,
+            "prompt_chars": len(self.params.prompt),
+            "first_window_tokens": self.schedule.first_tokens,
+        }
+
+    def headers(self) -> Mapping[str, str]:
+        return self.turn.headers() if self.turn is not None else {}
+
+    def _generate(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
+        """One generation of ``self.params`` traced as ``tts.stream``."""
+        codec = self.family.codec
+        if codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+        stream_span = start_span("tts.stream", self.attributes())
+        return traced_stream(
+            stream_span,
+            synthesize(self.family.source, codec.decode, self.params, self.schedule, stats),
+            stats.span_attributes,
+        )
+
+    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
+        """PCM chunks; with an interleave turn the first chunk is held until ``hold_codes`` codes exist or
+        the LM finished, and a fallback regenerates without history before anything is yielded. The turn
+        is committed once the whole utterance has been produced."""
+        chunks = self._generate(stats)
+        try:
+            if self.turn is not None and self.turn.hold_codes:
+                head = await _head(chunks, stats, self.turn.hold_codes)
+                if self.turn.falls_back(stats):
+                    with anyio.CancelScope(shield=True):
+                        await chunks.aclose()
+                    self.family.interleave.fell_back()
+                    self.turn = self.turn.cold()
+                    self.params = self.turn.params
+                    stats.reset()
+                    chunks = self._generate(stats)
+                    head = await anext(chunks, None)
+                if head is None:
+                    return
+                yield head
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await chunks.aclose()
+            if stats.prompt_tokens is None:
+                stats.prompt_tokens = estimate_tokens(self.params.prompt)
+        if self.turn is not None:
+            self.family.interleave.commit(self.turn, stats)
+
+
+async def _head(
+    chunks: AsyncGenerator[np.ndarray, None], stats: UtteranceStats, hold_codes: int
+) -> np.ndarray | None:
+    """The first chunk, joined with the next ones until ``hold_codes`` codes were generated or the LM
+    finished; None when there is no audio at all."""
+    parts: list[np.ndarray] = []
+    while (chunk := await anext(chunks, None)) is not None:
+        parts.append(chunk)
+        if stats.finish_reason is not None or stats.codes >= hold_codes:
+            break
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class NeuCodecFamily:
+    """The Qwen3 speech-token LM + NeuCodec family."""
+
+    name = NAME
+    capabilities = Capabilities(reference_voice=True, multi_turn=True)
+
+    def __init__(self, settings: Settings, interleave: Interleave, metrics: Metrics) -> None:
+        self.settings = settings
+        self.voices = builtin_voices(settings)
+        self.defaults = Sampling(
+            max_tokens=settings.DEFAULT_MAX_TOKENS,
+            temperature=settings.DEFAULT_TEMPERATURE,
+            repetition_penalty=settings.DEFAULT_REPETITION_PENALTY,
+        )
+        self.source = build_source(settings)
+        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE)
+        self.interleave = interleave
+        self.metrics = metrics
+        self.codec: CodecWorker | None = None
+
+    def model_ids(self) -> Sequence[str]:
+        return (self.settings.MODEL_NAME,)
+
+    async def start(self) -> None:
+        """Load the decoder (and the encoder when VC_ENABLED) off the event loop, start the codec worker,
+        the LM source and the interleave store."""
+        import torch
+
+        from app.codec.neucodec.loading import load_decoder, load_encoder
+        from app.codec.worker import CodecWorker
+        from app.core.device import resolve_device
+        from app.observability import tracing
+
+        s = self.settings
+        device = resolve_device(s.DEVICE)
+        if device.type == "cpu" and s.CODEC_THREADS:
+            torch.set_num_threads(s.CODEC_THREADS)
+        log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, s.CODEC_DTYPE)
+        decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
+        if s.CODEC_DTYPE != "float32":
+            decoder.cast(getattr(torch, s.CODEC_DTYPE))
+            if device.type == "cpu" and not cpu_has_bf16_matmul():
+                log.warning(
+                    "CODEC_DTYPE=%s on a CPU without AMX or AVX-512-BF16: expect the decoder to be many "
+                    "times slower than float32 (see README, Benchmarks)",
+                    s.CODEC_DTYPE,
+                )
+        encoder = None
+        if s.VC_ENABLED:
+            log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
+            encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
+        self.codec = CodecWorker(
+            decoder,
+            device,
+            encoder=encoder,
+            options=codec_options(s),
+            observer=self.metrics,
+            spans=tracing,  # the module's current_context/record_span: no-ops while spans are off
+        )
+        self.codec.start()
+        log.info("starting LM source %s", self.source.name)
+        await self.source.start()
+        await self.interleave.start(self.source)
+        # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
+        await asyncio.to_thread(importlib.import_module, "scipy.signal")
+
+    async def close(self) -> None:
+        """Stop the LM source, the interleave store and the codec worker; safe after a failed start."""
+        await self.source.close()
+        await self.interleave.close()
+        if self.codec is not None:
+            await self.codec.close()
+            self.codec = None
+
+    async def ready(self) -> dict[str, bool]:
+        """Codec worker running, LM source able to start a generation."""
+        return {"codec": self.codec is not None and self.codec.running, "lm": await self.source.ready()}
+
+    def check_can_encode(self) -> None:
+        if not self.settings.VC_ENABLED:
+            raise InvalidRequest(
+                "Voice conversion is disabled on this server (VC_ENABLED=false).", code="vc_disabled"
+            )
+        if self.codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+
+    async def encode_reference(self, samples: np.ndarray, digest: str) -> list[int]:
+        """Speech codes of a 16 kHz reference: from the cache, or encoded by the codec worker."""
+        self.check_can_encode()
+        assert self.codec is not None  # checked above
+        return await self.references.get_or_encode(digest, samples, self.codec.encode)
+
+    def schedule(self, first_chunk_s: float, overlap_s: float) -> StitchSchedule:
+        """The stitcher schedule for one request."""
+        s = self.settings
+        return StitchSchedule.from_seconds(
+            playback_speed=first_chunk_s,
+            playback_overlap_speed=overlap_s,
+            growth=s.STREAM_CHUNK_GROWTH,
+            max_chunk_s=s.STREAM_MAX_CHUNK_S,
+            past_context_s=s.STREAM_PAST_CONTEXT_S,
+            crossfade_ms=s.CROSSFADE_MS,
+            buckets=tuple(s.CODEC_BUCKETS),
+        )
+
+    async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
+        """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an
+        interleave id, built-in voices only)."""
+        if self.codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+        schedule = self.schedule(job.first_chunk_s, job.overlap_s)
+        if isinstance(job.voice, ReferenceVoice):
+            prompt = vc_prompt(job.voice.text, job.voice.codes, job.text)
+            return NeuCodecUtterance(self, self._params(prompt, job), schedule, None, job.attributes)
+        params = self._params(tts_prompt(job.voice, job.text), job)
+        if job.interleave_id is None or not self.interleave.enabled:
+            return NeuCodecUtterance(self, params, schedule, None, job.attributes)
+        turn = await self.interleave.prepare(job.interleave_id, job.voice, job.text, params, job.retain_turns)
+        return NeuCodecUtterance(self, turn.params, schedule, turn, job.attributes)
+
+    def _params(self, prompt: str, job: SpeechJob) -> GenerationParams:
+        sampling = job.sampling
+        return GenerationParams(
+            prompt=prompt,
+            model=self.settings.MODEL_NAME,
+            max_tokens=sampling.max_tokens,
+            temperature=sampling.temperature,
+            repetition_penalty=sampling.repetition_penalty,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            seed=sampling.seed,
+        )

@@ -1,0 +1,1 @@
+"""Turn stores: ``base`` (the contract), ``shm``, ``redis``, ``memory``, and ``factory``."""

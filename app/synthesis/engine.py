@@ -1,0 +1,137 @@
+"""The Engine: the loaded model families, the text normalizer, the voice registry and the turn store.
+
+Built once in the lifespan of ``create_app`` (``start``) and closed at shutdown (``close``); routes
+reach it through ``request.app.state.engine``. Nothing here runs at import. ``MODEL_FAMILIES`` names
+the families to load; the first is the default, which also answers to OpenAI's model names.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.config import Settings
+from app.core.errors import InvalidRequest, NotFound
+from app.core.family import OPENAI_MODELS, ModelFamily, openai_model
+from app.interleave.service import Interleave
+from app.observability.metrics import Metrics
+from app.synthesis.registry import VoiceRegistry
+from app.text.llm import LLMNormalizer
+from app.text.normalizer import TextNormalizer
+
+log = logging.getLogger(__name__)
+
+FamilyBuilder = Callable[[Settings, Interleave, Metrics], ModelFamily]
+
+
+def _neucodec(settings: Settings, interleave: Interleave, metrics: Metrics) -> ModelFamily:
+    from app.families.neucodec.family import NeuCodecFamily
+
+    return NeuCodecFamily(settings, interleave, metrics)
+
+
+FAMILIES: dict[str, FamilyBuilder] = {"neucodec": _neucodec}
+"""The families ``MODEL_FAMILIES`` can name, by name (each imported only when loaded)."""
+
+
+def build_normalizer(settings: Settings) -> TextNormalizer:
+    """The text normalizer; its llm mode only when OPENAI_BASE_URL and OPENAI_MODEL_NAME are set."""
+    llm = None
+    if settings.OPENAI_BASE_URL and settings.OPENAI_MODEL_NAME:
+        llm = LLMNormalizer(
+            settings.OPENAI_BASE_URL,
+            settings.OPENAI_API_KEY,
+            settings.OPENAI_MODEL_NAME,
+            settings.OPENAI_TIMEOUT,
+            skip_plain=settings.LLM_NORMALIZER_SKIP_PLAIN,
+        )
+    return TextNormalizer(llm, offload_chars=settings.NORMALIZE_OFFLOAD_CHARS)
+
+
+@dataclass
+class Engine:
+    """Long-lived state of one server process."""
+
+    settings: Settings
+    families: list[ModelFamily]
+    normalizer: TextNormalizer
+    registry: VoiceRegistry
+    interleave: Interleave
+    metrics: Metrics = field(default_factory=Metrics)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> Engine:
+        """The engine with the families MODEL_FAMILIES names (built, not started)."""
+        metrics = metrics if metrics is not None else Metrics()
+        interleave = Interleave.from_settings(settings)
+        families = [FAMILIES[name](settings, interleave, metrics) for name in settings.MODEL_FAMILIES]
+        reserved = [name for family in families for name in family.voices.names()]
+        registry = VoiceRegistry(Path(settings.VOICES_DIR), settings.MAX_REGISTERED_VOICES, reserved)
+        return cls(settings, families, build_normalizer(settings), registry, interleave, metrics)
+
+    @property
+    def default(self) -> ModelFamily:
+        """The default family: the first loaded one."""
+        return self.families[0]
+
+    def add_family(self, family: ModelFamily) -> None:
+        """Serve one more family (before ``start``); its model ids must not be taken."""
+        taken = set(self.model_ids())
+        clash = [model for model in family.model_ids() if model in taken]
+        if clash:
+            raise ValueError(f"model ids already served: {clash}")
+        self.families.append(family)
+        self.registry.reserve(family.voices.names())
+
+    def model_ids(self) -> list[str]:
+        """Every served model id, the default family's first, then OpenAI's names (default family)."""
+        return [model for family in self.families for model in family.model_ids()] + list(OPENAI_MODELS)
+
+    def family_for(self, model: str | None) -> ModelFamily:
+        """The family serving ``model`` (None and OpenAI's names: the default). NotFound otherwise."""
+        if model is None or openai_model(model):
+            return self.default
+        for family in self.families:
+            if model in family.model_ids():
+                return family
+        raise NotFound(f"The model {model!r} does not exist.", param="model", code="model_not_found")
+
+    def require(
+        self, family: ModelFamily, *, reference_voice: bool = False, multi_turn: bool = False
+    ) -> None:
+        """400 naming each capability the request needs and ``family`` lacks."""
+        lacking = family.capabilities.lacking(reference_voice=reference_voice, multi_turn=multi_turn)
+        if lacking:
+            models = ", ".join(family.model_ids())
+            raise InvalidRequest(
+                f"The model {models} does not support {' and '.join(lacking)}.",
+                param="model",
+                code="unsupported_capability",
+            )
+
+    async def start(self) -> None:
+        """Start every family, then read the registered voices and start the llm normalizer."""
+        for family in self.families:
+            log.info("starting model family %s (%s)", family.name, ", ".join(family.model_ids()))
+            await family.start()
+        await self.registry.load()
+        if self.normalizer.llm is not None:
+            await self.normalizer.llm.start()
+
+    async def close(self) -> None:
+        """Close every family and the llm normalizer; safe after a failed start."""
+        for family in reversed(self.families):
+            await family.close()
+        if self.normalizer.llm is not None:
+            await self.normalizer.llm.close()
+
+    async def ready(self) -> dict[str, bool]:
+        """Readiness of each part of each family (``codec``, ``lm`` for the default one; others are
+        prefixed with their family's name)."""
+        checks: dict[str, bool] = {}
+        for family in self.families:
+            prefix = "" if family is self.default else f"{family.name}."
+            checks.update({prefix + part: ok for part, ok in (await family.ready()).items()})
+        return checks

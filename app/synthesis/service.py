@@ -1,0 +1,263 @@
+"""SpeechService: plan a speech, voice-conversion or registration request and produce its audio.
+
+Independent of HTTP: it takes validated request fields and a ``disconnected`` probe, never a Starlette
+``Request``, so tests and benchmarks drive it without a socket. ``speech`` and ``convert`` differ only
+in how the voice is found; both return a ``Synthesis`` whose first audio already exists, so everything
+that can fail before the first byte (the model, the voice, the text, the LM backend up to its first
+audio) has failed before the HTTP layer starts a response. While waiting, the client is checked for a
+disconnect every ``DISCONNECT_POLL_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import anyio
+import numpy as np
+
+from app.audio.io import AsyncReadable, ReferenceAudio
+from app.audio.post import PostChain
+from app.core.errors import BackendError, ClientDisconnected
+from app.core.family import ModelFamily, ReferenceVoice, Utterance
+from app.core.stats import UtteranceStats
+from app.observability.tracing import span
+from app.synthesis.engine import Engine
+from app.synthesis.planning import (
+    SynthesisFields,
+    TextFields,
+    check_input_length,
+    post_options,
+    resolve_voice,
+    speech_job,
+    speech_text,
+)
+from app.synthesis.references import read_reference
+from app.synthesis.registry import RegisteredVoice
+
+T = TypeVar("T")
+
+Disconnected = Callable[[], Awaitable[bool]]
+"""True once the client has gone away."""
+
+
+async def never_disconnected() -> bool:
+    """The ``disconnected`` probe of a caller with no client to lose (tests, benchmarks)."""
+    return False
+
+
+class SpeechFields(SynthesisFields, TextFields, Protocol):
+    """A ``/v1/audio/speech`` request."""
+
+    input: str
+    max_retain_interleave: int | None
+
+    def voice_name(self) -> str | None: ...
+
+
+class VCFields(SynthesisFields, TextFields, Protocol):
+    """A ``/v1/audio/vc`` request (the reference clip comes separately)."""
+
+    reference_text: str
+    generate_text: str
+
+
+class VoiceFields(Protocol):
+    """A ``POST /v1/audio/voices`` request (the clip comes separately)."""
+
+    name: str
+    reference_text: str
+    consent: str | None
+    language: str
+
+
+@dataclass
+class Synthesis:
+    """A request whose first audio exists: the PCM still to come and the chain that encodes it."""
+
+    first: np.ndarray
+    chunks: AsyncGenerator[np.ndarray, None]
+    chain: PostChain
+    stats: UtteranceStats
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def media_type(self) -> str:
+        return self.chain.media_type
+
+    async def whole(self) -> bytes:
+        """The whole response body (the first audio already holds every chunk when not streaming)."""
+        try:
+            return await asyncio.to_thread(_encode_whole, self.chain, self.first)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.chunks.aclose()
+
+    async def encoded(self) -> AsyncIterator[bytes]:
+        """The response's bytes as audio is produced; the chain runs in worker threads.
+
+        A cancelled request (client gone) waits for the chain call in flight before closing the chain,
+        so the encoder is never closed under a thread that is still using it.
+        """
+        in_flight: asyncio.Future[bytes] | None = None
+        chain = self.chain
+
+        async def run(step: Callable[..., bytes], *args: object) -> bytes:
+            nonlocal in_flight
+            in_flight = asyncio.ensure_future(asyncio.to_thread(step, *args))
+            return await asyncio.shield(in_flight)
+
+        try:
+            data = await run(chain.push, self.first)
+            if data:
+                yield data
+            async for pcm in self.chunks:
+                data = await run(chain.push, pcm)
+                if data:
+                    yield data
+            tail = await run(chain.flush)
+            if tail:
+                yield tail
+        finally:
+            with anyio.CancelScope(shield=True):
+                if in_flight is not None:
+                    await asyncio.gather(in_flight, return_exceptions=True)
+                chain.close()
+                await self.chunks.aclose()
+
+
+class SpeechService:
+    """Serves speech, voice conversion and voice registration for one Engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def speech(
+        self,
+        req: SpeechFields,
+        stats: UtteranceStats,
+        interleave_id: str | None = None,
+        disconnected: Disconnected = never_disconnected,
+    ) -> Synthesis:
+        """``/v1/audio/speech``: plan (model, voice, text, history), then produce the first audio."""
+        engine = self.engine
+        family = engine.family_for(req.model)
+        voice = resolve_voice(engine, family, req.voice_name())
+        if interleave_id is not None and engine.interleave.enabled and isinstance(voice, str):
+            engine.require(family, multi_turn=True)
+        else:
+            interleave_id = None
+        text = await speech_text(engine, req.input, req, "input")
+        job = speech_job(engine.settings, family, req, text, voice, interleave_id, req.max_retain_interleave)
+        return await self._synthesize(await family.plan(job), req, stats, disconnected)
+
+    async def convert(
+        self,
+        form: VCFields,
+        reference_audio: AsyncReadable,
+        stats: UtteranceStats,
+        disconnected: Disconnected = never_disconnected,
+    ) -> Synthesis:
+        """``/v1/audio/vc``: encode the reference, then as ``speech`` with its voice."""
+        engine = self.engine
+        family = engine.family_for(form.model)
+        engine.require(family, reference_voice=True)
+        family.check_can_encode()
+        limit = engine.settings.MAX_INPUT_CHARS
+        check_input_length(form.reference_text, limit, "reference_text")
+        check_input_length(form.generate_text, limit, "generate_text")
+        reference = await self._read(reference_audio, "reference_audio")
+        reference_text = await speech_text(engine, form.reference_text, form, "reference_text")
+        text = await speech_text(engine, form.generate_text, form, "generate_text")
+        codes = await self._encode(family, reference)
+        job = speech_job(engine.settings, family, form, text, ReferenceVoice(reference_text, tuple(codes)))
+        return await self._synthesize(await family.plan(job), form, stats, disconnected)
+
+    async def register_voice(self, form: VoiceFields, audio_sample: AsyncReadable) -> RegisteredVoice:
+        """Encode the clip once with the default family and store it with its normalized transcript."""
+        engine = self.engine
+        family = engine.default
+        engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
+        engine.require(family, reference_voice=True)
+        family.check_can_encode()
+        reference = await read_reference(engine.settings, audio_sample, "audio_sample")
+        text = await speech_text(engine, form.reference_text, _LanguageOnly(form.language), "reference_text")
+        codes = await family.encode_reference(reference.samples, reference.digest)
+        return await engine.registry.add(form.name, text, codes, form.consent)
+
+    async def _read(self, upload: AsyncReadable, param: str) -> ReferenceAudio:
+        with span("vc.load_audio") as loading:
+            reference = await read_reference(self.engine.settings, upload, param)
+            loading.set({"audio.samples": len(reference.samples)})
+        return reference
+
+    async def _encode(self, family: ModelFamily, reference: ReferenceAudio) -> list[int]:
+        with span("codec.encode", {"codec.samples": len(reference.samples)}) as encoding:
+            codes = await family.encode_reference(reference.samples, reference.digest)
+            encoding.set({"codec.tokens": len(codes)})
+        return codes
+
+    async def _synthesize(
+        self,
+        utterance: Utterance,
+        opts: SynthesisFields,
+        stats: UtteranceStats,
+        disconnected: Disconnected,
+    ) -> Synthesis:
+        """Start ``utterance``; wait for its first chunk (streaming) or all of it, watching for a
+        disconnect. BackendError when it produced no audio; the stream is closed on any failure."""
+        chain = PostChain(post_options(self.engine.settings, opts))
+        chunks = utterance.stream(stats)
+        try:
+            if opts.stream:
+                first = await self._watch(disconnected, anext(chunks, None))
+            else:
+                pcm = await self._watch(disconnected, _collect(chunks))
+                first = pcm if pcm.size else None
+            if first is None:
+                raise BackendError("The LM produced no speech tokens.")
+        except BaseException:
+            chain.close()
+            with anyio.CancelScope(shield=True):
+                await chunks.aclose()
+            raise
+        return Synthesis(first, chunks, chain, stats, dict(utterance.headers()))
+
+    async def _watch(self, disconnected: Disconnected, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` while checking for a client disconnect every DISCONNECT_POLL_S."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.engine.settings.DISCONNECT_POLL_S)
+                if done:
+                    return task.result()
+                if await disconnected():
+                    raise ClientDisconnected()
+        finally:
+            if not task.done():
+                task.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.gather(task, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class _LanguageOnly:
+    """Text options of a voice registration: its language, every other option at its default."""
+
+    language: str
+    mode: None = None
+    normalize_malaysian: None = None
+    prompt: None = None
+
+
+async def _collect(chunks: AsyncIterator[np.ndarray]) -> np.ndarray:
+    """All chunks of an utterance as one float32 array."""
+    parts = [chunk async for chunk in chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
+def _encode_whole(chain: PostChain, pcm: np.ndarray) -> bytes:
+    """A whole utterance through the post chain (in a worker thread)."""
+    return chain.push(pcm) + chain.flush()
