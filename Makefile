@@ -44,14 +44,16 @@ fixtures: $(FIXTURES)/lm/config.json
 demo: install fixtures
 	$(DEMO_ENV) $(PY) -m app
 
-## test: lint + the whole suite (CPU, offline)
+## test: lint, import contracts, type check + the whole suite (CPU, offline)
 test: install system-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
 
 lint: install
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy
 
 bench-codec: install
 	$(PY) -m bench.codec_bench --out codec_cpu.json

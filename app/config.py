@@ -27,10 +27,14 @@ DEFAULT_VOICE_ALIASES = {
 }
 
 
+def _csv(text: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated list."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def _split_csv(value: object) -> object:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",") if item.strip()]
-    return value
+    """A comma-separated string as its items; any other value as it is (pydantic validates it)."""
+    return _csv(value) if isinstance(value, str) else value
 
 
 class ServingSettings(BaseSettings):
@@ -326,7 +330,7 @@ class Settings(
         text = value.strip()
         if text.startswith("["):
             return json.loads(text)
-        return [int(item) for item in _split_csv(text)]  # type: ignore[union-attr]
+        return [int(item) for item in _csv(text)]
 
     @field_validator("CODEC_BUCKETS", "CUDA_GRAPH_BUCKETS")
     @classmethod
@@ -349,7 +353,7 @@ class Settings(
         if text.startswith("{"):
             return json.loads(text)
         pairs: dict[str, str] = {}
-        for item in _split_csv(text):  # type: ignore[union-attr]
+        for item in _csv(text):
             alias, sep, voice = item.partition("=")
             if not sep or not alias.strip() or not voice.strip():
                 raise ValueError(f"VOICE_ALIASES entry {item!r} is not alias=voice")

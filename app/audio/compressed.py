@@ -196,7 +196,7 @@ class AvEncoder:
             tail = tail[: max(needed - self._packets, 0)]
         self._mux(tail)
         self.close()  # writes the trailer
-        return self._take() if self._streamed else self._sink.getvalue()
+        return self._sink.getvalue() if isinstance(self._sink, io.BytesIO) else self._take()
 
     def close(self) -> None:
         """Release the codec and muxer now (``flush`` does it too); nothing more can be encoded."""
@@ -225,6 +225,7 @@ class AvEncoder:
         try:
             codec_options = _COMMON_CODEC_OPTIONS | spec.codec_options
             audio = container.add_stream(spec.codec, rate=SAMPLE_RATE, options=codec_options)
+            assert isinstance(audio, av.AudioStream)  # an audio codec makes an audio stream
             ctx = audio.codec_context
             ctx.layout = "mono"
             ctx.format = spec.sample_format

@@ -36,7 +36,7 @@ def wav_header(data_size: int, sample_rate: int = SAMPLE_RATE) -> bytes:
     """44-byte RIFF/WAVE header: PCM, 1 channel, 16 bit, ``data_size`` bytes of samples."""
     channels, bits = 1, 16
     block_align = channels * bits // 8
-    fields = (b"RIFF", data_size + 36, b"WAVE")
+    fields: tuple[bytes | int, ...] = (b"RIFF", data_size + 36, b"WAVE")
     fields += (b"fmt ", 16, 1, channels, sample_rate, sample_rate * block_align, block_align, bits)
     fields += (b"data", data_size)
     return struct.pack("<4sI4s 4sIHHIIHH 4sI", *fields)

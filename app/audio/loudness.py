@@ -328,6 +328,7 @@ class LoudnessNormalizer:
             gains = np.array(self._gains)
             g_end = gains[np.minimum(np.maximum(index, 0), last)]
             g_start = gains[np.minimum(np.maximum(index - 1, 0), last)]
-            gain = g_start + (g_end - g_start) * (((pos % self._frame) + 1) / self._frame)
-            self._last_gain = 20.0 * math.log10(float(gain[-1]))
+            ramp = g_start + (g_end - g_start) * (((pos % self._frame) + 1) / self._frame)
+            self._last_gain = 20.0 * math.log10(float(ramp[-1]))
+            gain = ramp
         return soft_limit(x.astype(np.float64) * gain)

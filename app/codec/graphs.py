@@ -109,7 +109,8 @@ class GraphPool:
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
+            pool = self._pool  # a handle from graph_pool_handle(); torch's stub types it as a plain object
+            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):  # type: ignore[arg-type]
                 outputs = self._forward(inputs)
         except Exception as exc:  # any capture failure: this shape runs eagerly, for good
             self._failed.add(key)

@@ -1,48 +1,20 @@
-"""The interleaved prompt, and fitting the history into the caps and the LM window.
+"""Fitting an id's history into the caps and the LM window, in front of the new turn.
 
-Each history turn is ``<|im_start|>{voice}: {text}<|speech_start|>{<|s_a|><|s_b|>...}<|im_end|>``; the
-new turn follows as in the plain TTS prompt, so with no history the prompt is the plain one, byte for
-byte. Prompt lengths are counted by a ``TokenCounter``: the model's tokenizer when one is available,
-else ``estimate_tokens``.
+The prompt format itself (history turns, then the plain TTS prompt) is ``app.lm.prompt``'s. Prompt
+lengths are counted by a ``TokenCounter``: the model's tokenizer when one is available, else
+``app.lm.prompt.estimate_tokens``.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.interleave.turns import Turn, cut_to_tail, trailing_run
-from app.lm.prompt import tts_prompt
-from app.lm.speech_tokens import format_speech_tokens
+from app.lm.prompt import history_prompt
 
 TokenCounter = Callable[[str], int]
 """The number of LM tokens of a prompt."""
-
-_SPECIAL = re.compile(r"<\|[^|<>]{0,64}\|>")
-BYTES_PER_TOKEN_ESTIMATE = 3
-
-
-def estimate_tokens(prompt: str) -> int:
-    """An estimate of the LM tokens of ``prompt`` when no tokenizer is at hand.
-
-    Every ``<|...|>`` token (speech tokens included) counts one, as in the model's vocabulary; the other
-    text counts one token per 3 UTF-8 bytes, rounded up. Qwen's byte-level BPE averages about 4 bytes a
-    token on English and 3 on CJK, so the estimate errs on the long side and the window is not overrun.
-    """
-    specials = len(_SPECIAL.findall(prompt))
-    text = _SPECIAL.sub("", prompt).encode("utf-8", "surrogatepass")
-    return specials + math.ceil(len(text) / BYTES_PER_TOKEN_ESTIMATE)
-
-
-def history_prompt(history: Sequence[Turn], voice: str, text: str) -> str:
-    """The prompt that speaks ``text`` in ``voice`` after the ``history`` turns (oldest first)."""
-    turns = "".join(
-        f"<|im_start|>{turn.voice}: {turn.text}<|speech_start|>{format_speech_tokens(turn.codes)}<|im_end|>"
-        for turn in history
-    )
-    return turns + tts_prompt(voice, text)
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,16 @@ from dataclasses import dataclass
 
 from app.config import Settings
 from app.core.stats import UtteranceStats
-from app.interleave.fit import Limits, Plan, TokenCounter, estimate_tokens, plan_prompt
+from app.interleave.fit import Limits, Plan, TokenCounter, plan_prompt
 from app.interleave.ids import HEADER, header_echo
 from app.interleave.stores.base import History, StoreError, TurnStore
 from app.interleave.stores.factory import build_store, max_history_codes
 from app.interleave.tokenizer import load_local_tokenizer, tokenizer_counter
 from app.interleave.turns import Turn, unspaced
+from app.lm.prompt import estimate_tokens
 from app.lm.types import GenerationParams, TokenSource
+from app.observability.metrics import Metrics
+from app.observability.tracing import span
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +60,19 @@ def min_plausible_codes(text: str) -> int:
 
 @dataclass
 class InterleaveCounters:
-    """What went wrong or happened, for logs and metrics (per process)."""
+    """What went wrong or happened (per process); each count also goes to ``tts_interleave_events``."""
 
     commits: int = 0
     commit_failures: int = 0
     load_failures: int = 0
     fallbacks: int = 0
+    metrics: Metrics | None = None
+
+    def add(self, event: str) -> None:
+        """Count one ``event`` (a field name) here and in the app's metrics."""
+        setattr(self, event, getattr(self, event) + 1)
+        if self.metrics is not None:
+            self.metrics.observe_interleave(event)
 
 
 @dataclass(frozen=True)
@@ -101,17 +111,17 @@ class InterleaveTurn:
 class Interleave:
     """The engine's interleave state: the store (None when INTERLEAVE_STORE=off) and how to count."""
 
-    def __init__(self, settings: Settings, store: TurnStore | None) -> None:
+    def __init__(self, settings: Settings, store: TurnStore | None, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.store = store
-        self.counters = InterleaveCounters()
+        self.counters = InterleaveCounters(metrics=metrics)
         self.max_codes = max_history_codes(settings)
         self.count: TokenCounter = estimate_tokens
         self._pending: dict[str, asyncio.Task[None]] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Interleave:
-        return cls(settings, build_store(settings))
+    def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> Interleave:
+        return cls(settings, build_store(settings), metrics)
 
     @property
     def enabled(self) -> bool:
@@ -172,12 +182,21 @@ class Interleave:
         try:
             turns = (await self.inspect(interleave_id)).turns
         except StoreError as exc:
-            self.counters.load_failures += 1
+            self.counters.add("load_failures")
             log.warning("interleave history unavailable, going on cold: %s", exc)
             turns = []
         limits = self.limits(keep)
-        plan, cold = await asyncio.to_thread(self._plans, turns, voice, text, params.max_tokens, limits)
-        fallback = bool(plan.history) and self.settings.INTERLEAVE_FALLBACK
+        with span("tts.interleave", {"interleave.stored_turns": len(turns)}) as traced:
+            plan, cold = await asyncio.to_thread(self._plans, turns, voice, text, params.max_tokens, limits)
+            fallback = bool(plan.history) and self.settings.INTERLEAVE_FALLBACK
+            traced.set(
+                {
+                    "interleave.history_turns": len(plan.history),
+                    "interleave.history_codes": plan.history_codes,
+                    "interleave.prompt_tokens": plan.prompt_tokens,
+                    "interleave.fallback_armed": fallback,
+                }
+            )
         return InterleaveTurn(
             interleave_id,
             voice,
@@ -199,7 +218,7 @@ class Interleave:
 
     def fell_back(self) -> None:
         """Count a fallback regeneration."""
-        self.counters.fallbacks += 1
+        self.counters.add("fallbacks")
         log.info("interleave fallback: the LM stopped implausibly early with history; regenerating cold")
 
     def commit(self, turn: InterleaveTurn, stats: UtteranceStats) -> None:
@@ -227,7 +246,7 @@ class Interleave:
         try:
             await self.store.append(interleave_id, turn, keep)
         except Exception as exc:
-            self.counters.commit_failures += 1
+            self.counters.add("commit_failures")
             log.warning("interleave turn not stored: %r", exc)
             return
-        self.counters.commits += 1
+        self.counters.add("commits")

@@ -40,11 +40,6 @@ class Turn:
         return cls(voice, text, tuple(codes))
 
 
-def turns_from_json(items: Sequence[str | bytes]) -> list[Turn]:
-    """Turns from their JSON texts; ValueError if any one is not a valid turn."""
-    return [Turn.from_obj(json.loads(item)) for item in items]
-
-
 def trailing_run(turns: Sequence[Turn], voice: str) -> list[Turn]:
     """The newest turns spoken in ``voice``, up to the newest turn in another voice (a switch starts cold)."""
     start = len(turns)

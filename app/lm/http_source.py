@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -246,10 +246,10 @@ class HttpTokenStream:
         if self._response is not None:
             self._response.close()
         # While another task is inside __anext__, the closed connection ends that iteration instead.
-        if not self._deltas.ag_running:
+        if not self._deltas.ag_running:  # type: ignore[attr-defined]  # async generator objects have it; the ABC does not declare it
             await self._deltas.aclose()
 
-    async def _run(self) -> AsyncIterator[list[int]]:
+    async def _run(self) -> AsyncGenerator[list[int], None]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._first_token_timeout_s
         waiting_for = "first token"
@@ -335,8 +335,10 @@ class HttpTokenStream:
 
 def _finish_reason(finish: str | None, done: bool) -> FinishReason:
     """Check how a stream ended: it must have said why, with a reason we understand."""
-    if finish == "stop" or finish == "length":
-        return finish
+    if finish == "stop":
+        return "stop"
+    if finish == "length":
+        return "length"
     if finish is not None:
         raise BackendError(f"LM backend ended the generation with finish_reason {finish!r}")
     if done:

@@ -38,8 +38,11 @@ class TokenStream(Protocol):
     or when the backend does not say).
     """
 
-    finish_reason: FinishReason | None
-    prompt_tokens: int | None
+    @property
+    def finish_reason(self) -> FinishReason | None: ...
+
+    @property
+    def prompt_tokens(self) -> int | None: ...
 
     def __aiter__(self) -> AsyncIterator[list[int]]: ...
 

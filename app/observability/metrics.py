@@ -100,6 +100,12 @@ class Metrics:
             registry=r,
         )
         self.errors = Counter("tts_errors", "Failed requests by kind.", ["kind"], registry=r)
+        self.interleave = Counter(
+            "tts_interleave_events",
+            "Interleave turns: commits, commit_failures, load_failures (cold starts), fallbacks.",
+            ["event"],
+            registry=r,
+        )
         self.codec_batch = Histogram(
             "tts_codec_batch_size",
             "Items per codec batch.",
@@ -156,6 +162,10 @@ class Metrics:
     def observe_normalize(self, mode: str, seconds: float) -> None:
         """One normalization by ``mode`` (the mode used, after any fallback)."""
         self.normalize.labels(mode).observe(seconds)
+
+    def observe_interleave(self, event: str) -> None:
+        """One interleave event (commits, commit_failures, load_failures, fallbacks)."""
+        self.interleave.labels(event).inc()
 
     def observe_generation(self, tokens: int, seconds: float) -> None:
         """One LM generation: its speech tokens and how long it ran."""

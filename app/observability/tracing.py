@@ -6,8 +6,8 @@ or ``TRACING_SPANS_REQUIRE_EXPORTER=false``) and opentelemetry imports. ``Tracin
 decides once per app; a closed gate leaves ``Tracing.reason`` saying why (logged at startup) and
 creates no provider and no tracer.
 
-Per-app state: the open gate's ``TracerProvider`` lives on the ``Tracing`` object (``app.state.tracing``,
-``engine.tracing``), never in OpenTelemetry's process-global provider. The request middleware binds
+Per-app state: the open gate's ``TracerProvider`` lives on the ``Tracing`` object (``app.state.tracing``),
+never in OpenTelemetry's process-global provider. The request middleware binds
 that app's tracer to the request's context (``Tracing.bind``); the helpers below (``span``,
 ``start_span``, ``current_context``, ``record_span``, ``traced_stream``) find it there. With nothing
 bound they return a shared no-op at once: no tracer lookup, no clock read, no attribute dict.

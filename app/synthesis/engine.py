@@ -65,7 +65,7 @@ class Engine:
     def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> Engine:
         """The engine with the families MODEL_FAMILIES names (built, not started)."""
         metrics = metrics if metrics is not None else Metrics()
-        interleave = Interleave.from_settings(settings)
+        interleave = Interleave.from_settings(settings, metrics)
         families = [FAMILIES[name](settings, interleave, metrics) for name in settings.MODEL_FAMILIES]
         reserved = [name for family in families for name in family.voices.names()]
         registry = VoiceRegistry(Path(settings.VOICES_DIR), settings.MAX_REGISTERED_VOICES, reserved)

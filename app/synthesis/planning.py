@@ -14,7 +14,7 @@ from app.audio.post import PostOptions
 from app.config import Settings
 from app.core.errors import ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
-from app.core.types import Attributes
+from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
 from app.lm.prompt import clean_text
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
@@ -32,17 +32,24 @@ def given(value: T | None, default: T) -> T:
 class TextFields(Protocol):
     """How a request's text is normalized (``TextOptions`` on the wire)."""
 
-    mode: Literal["rule", "spoken", "llm"] | None
-    normalize_malaysian: bool | None
-    language: Literal["auto", "en", "ms", "zh", "ta"]
-    prompt: str | None
+    @property
+    def mode(self) -> NormalizerMode | None: ...
+
+    @property
+    def normalize_malaysian(self) -> bool | None: ...
+
+    @property
+    def language(self) -> Language: ...
+
+    @property
+    def prompt(self) -> str | None: ...
 
 
 class SynthesisFields(Protocol):
     """The model, sampling and output fields every synthesis request has (speech and VC)."""
 
     model: str | None
-    response_format: Literal["mp3", "opus", "aac", "flac", "wav", "pcm"]
+    response_format: ResponseFormat
     speed: float | None
     stream_format: Literal["audio", "sse"]
     stream: bool

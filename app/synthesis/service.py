@@ -23,6 +23,7 @@ from app.audio.post import PostChain
 from app.core.errors import BackendError, ClientDisconnected
 from app.core.family import ModelFamily, ReferenceVoice, Utterance
 from app.core.stats import UtteranceStats
+from app.core.types import Language
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.planning import (
@@ -70,7 +71,7 @@ class VoiceFields(Protocol):
     name: str
     reference_text: str
     consent: str | None
-    language: str
+    language: Language
 
 
 @dataclass
@@ -246,7 +247,7 @@ class SpeechService:
 class _LanguageOnly:
     """Text options of a voice registration: its language, every other option at its default."""
 
-    language: str
+    language: Language
     mode: None = None
     normalize_malaysian: None = None
     prompt: None = None

@@ -12,7 +12,7 @@ import pytest
 
 from app.config import Settings
 from app.core.types import FinishReason
-from app.interleave.fit import estimate_tokens
+from app.lm.prompt import estimate_tokens
 from app.lm.types import GenerationParams
 from tests.api.conftest import http_settings, serve
 from tests.api.test_speech_http import assert_openai_error

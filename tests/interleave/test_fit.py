@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from app.interleave.fit import Limits, estimate_tokens, history_prompt, plan_prompt
+from app.interleave.fit import Limits, plan_prompt
 from app.interleave.tokenizer import load_local_tokenizer, tokenizer_counter
 from app.interleave.turns import Turn
-from app.lm.prompt import tts_prompt
+from app.lm.prompt import estimate_tokens, history_prompt, tts_prompt
 
 WIDE = Limits(max_turns=5, max_codes=1000, max_model_len=4096, min_gen_tokens=1000)
 

@@ -10,12 +10,11 @@ import pytest
 
 from app.core.stats import UtteranceStats
 from app.core.types import FinishReason
-from app.interleave.fit import estimate_tokens
 from app.interleave.service import Interleave, min_plausible_codes, speech_units
 from app.interleave.stores.base import History, StoreError
 from app.interleave.stores.memory import MemoryStore
 from app.interleave.turns import Turn
-from app.lm.prompt import tts_prompt
+from app.lm.prompt import estimate_tokens, tts_prompt
 from app.lm.types import GenerationParams
 from tests.conftest import make_settings
 

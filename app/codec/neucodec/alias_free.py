@@ -66,6 +66,7 @@ class UpSample(nn.Module):
         self.pad = TAPS // RATIO - 1
         self.trim_left = self.pad * RATIO + (TAPS - RATIO) // 2
         self.trim_right = self.pad * RATIO + (TAPS - RATIO + 1) // 2
+        self.filter: torch.Tensor
         self.register_buffer("filter", kaiser_sinc_lowpass(0.5 / RATIO, 0.6 / RATIO, TAPS))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -83,6 +84,7 @@ class LowPass(nn.Module):
         super().__init__()
         self.pad_left = TAPS // 2 - 1
         self.pad_right = TAPS // 2
+        self.filter: torch.Tensor
         self.register_buffer("filter", kaiser_sinc_lowpass(0.5 / RATIO, 0.6 / RATIO, TAPS))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -101,7 +101,9 @@ class NeuCodecEncoderConfig:
         values = dict(self.semantic)
         if not as_stored:
             values.update(num_hidden_layers=self.semantic_hidden_state, mask_time_prob=0.0)
-        return Wav2Vec2BertConfig(**values, attn_implementation="eager")
+        config = Wav2Vec2BertConfig(**values)
+        config._attn_implementation = "eager"  # what the attn_implementation argument sets
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (tuples as lists)."""

@@ -38,6 +38,8 @@ class FSQLookup(nn.Module):
         self.project_in = nn.Linear(vq_dim, n_levels)
         self.project_out = nn.Linear(n_levels, vq_dim)
         levels_t = torch.tensor(levels, dtype=torch.long)
+        self.levels: torch.Tensor
+        self.basis: torch.Tensor
         self.register_buffer("levels", levels_t, persistent=False)
         self.register_buffer("basis", _basis(levels_t), persistent=False)
 

@@ -26,6 +26,7 @@ class ISTFT(nn.Module):
             raise ValueError(f"n_fft ({n_fft}) must be a multiple of hop_length ({hop_length})")
         self.n_fft = n_fft
         self.hop_length = hop_length
+        self.window: torch.Tensor
         self.register_buffer("window", torch.hann_window(n_fft))
 
     def _overlap_add(self, frames: torch.Tensor) -> torch.Tensor:

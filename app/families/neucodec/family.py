@@ -27,9 +27,8 @@ from app.core.stats import UtteranceStats
 from app.core.types import Attributes
 from app.core.voices import VoiceCatalog
 from app.families.neucodec.pipeline import synthesize
-from app.interleave.fit import estimate_tokens
 from app.interleave.service import Interleave, InterleaveTurn
-from app.lm.prompt import tts_prompt, vc_prompt
+from app.lm.prompt import estimate_tokens, tts_prompt, vc_prompt
 from app.lm.types import GenerationParams, TokenSource
 from app.observability.metrics import Metrics
 from app.observability.tracing import start_span, traced_stream

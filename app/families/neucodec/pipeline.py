@@ -6,7 +6,7 @@ Server-independent: the speech route, benchmarks and tests drive it the same way
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import anyio
 import numpy as np
@@ -46,7 +46,7 @@ async def synthesize(
     params: GenerationParams,
     schedule: StitchSchedule,
     stats: UtteranceStats | None = None,
-) -> AsyncIterator[np.ndarray]:
+) -> AsyncGenerator[np.ndarray, None]:
     """Yield float32 mono 24 kHz chunks, shape (samples,), as the LM produces codes.
 
     Exactly 480 samples per generated code in total. Closing or cancelling the iterator aborts the

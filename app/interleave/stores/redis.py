@@ -104,7 +104,7 @@ class RedisStore:
         if self._append is None:
             raise StoreError("the redis interleave store is not started")
         try:
-            args = [turn.to_json(), keep, self._max_codes, self._ttl_ms]
+            args: list[str | int] = [turn.to_json(), keep, self._max_codes, self._ttl_ms]
             await self._append(keys=[self.key(interleave_id)], args=args)
         except (RedisError, OSError, TimeoutError) as exc:
             raise StoreError(f"redis interleave store failed: {exc!r}") from exc

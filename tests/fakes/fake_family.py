@@ -1,0 +1,97 @@
+"""A second model family for tests: speaks a sine tone, in chunks, through the family seam.
+
+It has no reference voices and no multi-turn context, so requests that need either must be refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Mapping, Sequence
+
+import numpy as np
+
+from app.core.errors import InvalidRequest
+from app.core.family import Capabilities, Sampling, SpeechJob
+from app.core.stats import UtteranceStats
+from app.core.types import Attributes
+from app.core.voices import VoiceCatalog
+
+RATE = 24_000
+CHUNK = 1920  # 80 ms, a MOSS frame
+MODEL = "tone-tts"
+
+
+class ToneUtterance:
+    """``frames`` chunks of a 220 Hz (voice "low") or 440 Hz ("high") sine; closing stops it."""
+
+    def __init__(self, job: SpeechJob, frames: int, hz: float) -> None:
+        self.job = job
+        self.frames = frames
+        self.hz = hz
+        self.closed_early = False
+
+    def attributes(self) -> Attributes:
+        return {"tts.model": self.job.model}
+
+    def headers(self) -> Mapping[str, str]:
+        return {"X-Tone-Hz": str(self.hz)}
+
+    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
+        stats.prompt_tokens = len(self.job.text.split())
+        try:
+            for frame in range(self.frames):
+                await asyncio.sleep(0)
+                t = (np.arange(CHUNK) + frame * CHUNK) / RATE
+                chunk = (0.1 * np.sin(2 * np.pi * self.hz * t)).astype(np.float32)
+                stats.codes += 1
+                stats.tokens.append(frame)
+                stats.samples += chunk.size
+                yield chunk
+            stats.finish_reason = "stop"
+        except GeneratorExit:
+            self.closed_early = True
+            stats.finish_reason = "cancelled"
+            raise
+
+
+class ToneFamily:
+    """The fake family: one model id, two voices, no capabilities beyond speaking text."""
+
+    name = "tone"
+    capabilities = Capabilities()
+
+    def __init__(self, frames_per_word: int = 4) -> None:
+        self.voices = VoiceCatalog(("low", "high"), "low", {"deep": "low"})
+        self.defaults = Sampling(max_tokens=100, temperature=1.0, repetition_penalty=1.0)
+        self.frames_per_word = frames_per_word
+        self.started = False
+        self.closed = False
+        self.jobs: list[SpeechJob] = []
+        self.utterances: list[ToneUtterance] = []
+
+    def model_ids(self) -> Sequence[str]:
+        return (MODEL,)
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def ready(self) -> dict[str, bool]:
+        return {"tone": self.started}
+
+    async def plan(self, job: SpeechJob) -> ToneUtterance:
+        if "forbidden" in job.text:
+            raise InvalidRequest("this family will not say that", param="input")
+        self.jobs.append(job)
+        frames = min(job.sampling.max_tokens, self.frames_per_word * len(job.text.split()))
+        utterance = ToneUtterance(job, frames, 220.0 if job.voice == "low" else 440.0)
+        self.utterances.append(utterance)
+        return utterance
+
+    def check_can_encode(self) -> None:
+        raise InvalidRequest("the tone family has no reference voices", code="vc_unsupported")
+
+    async def encode_reference(self, samples: np.ndarray, digest: str) -> list[int]:
+        raise InvalidRequest("the tone family has no reference voices", code="vc_unsupported")
