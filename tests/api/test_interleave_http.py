@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -14,7 +15,9 @@ from app.config import Settings
 from app.core.types import FinishReason
 from app.lm.prompt import estimate_tokens
 from app.lm.types import GenerationParams
-from tests.api.conftest import http_settings, serve
+from app.main import create_app
+from app.synthesis.engine import Engine
+from tests.api.conftest import http_settings, serve, serve_app
 from tests.api.test_speech_http import assert_openai_error
 from tests.fakes.fake_vllm import FakeVLLM, Script
 
@@ -247,10 +250,15 @@ class HistoryShyLM:
 
 
 @pytest.fixture
-def scripted_lm(monkeypatch: pytest.MonkeyPatch) -> HistoryShyLM:
-    lm = HistoryShyLM()
-    monkeypatch.setattr("app.families.neucodec.family.build_source", lambda _settings: lm)
-    return lm
+def scripted_lm() -> HistoryShyLM:
+    return HistoryShyLM()
+
+
+def serve_with(settings: Settings, lm: HistoryShyLM) -> AbstractAsyncContextManager[str]:
+    """The app with ``lm`` as the default family's token source, injected through ``create_app``."""
+    engine = Engine.from_settings(settings)
+    engine.default.source = lm  # the NeuCodec family's LM, swapped before start
+    return serve_app(create_app(settings, engine=engine))
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -268,7 +276,7 @@ async def test_an_early_stop_with_history_regenerates_cold_before_any_audio(
         STREAM_CHUNK_GROWTH=1,
     )
     text = "one two three four five"
-    async with serve(settings) as base:
+    async with serve_with(settings, scripted_lm) as base:
         await speak(base, body("Before.", interleave_id="room"))
         response = await speak(base, body(text, interleave_id="room", stream=stream, response_format="pcm"))
         turns = (await inspect(base, "room")).json()["turns"]
@@ -287,7 +295,7 @@ async def test_without_fallback_the_short_turn_stands(
     tiny_codec_dir: Path, scripted_lm: HistoryShyLM, tmp_path: Path
 ) -> None:
     settings = interleave_settings(tiny_codec_dir, "http://127.0.0.1:9", tmp_path, INTERLEAVE_FALLBACK=False)
-    async with serve(settings) as base:
+    async with serve_with(settings, scripted_lm) as base:
         await speak(base, body("Before.", interleave_id="room"))
         response = await speak(base, body("one two three four five", interleave_id="room"))
         turns = (await inspect(base, "room")).json()["turns"]

@@ -1,0 +1,46 @@
+"""Importing the app does no work: no model library, no thread, no socket, in milliseconds."""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import app
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = """
+import importlib, json, sys, threading, time
+started = time.perf_counter()
+for name in {modules!r}:
+    importlib.import_module(name)
+print(json.dumps({{
+    "seconds": time.perf_counter() - started,
+    "threads": threading.active_count(),
+    "heavy": sorted(m for m in ("torch", "transformers", "av", "scipy", "redis") if m in sys.modules),
+}}))
+"""
+
+
+def test_importing_every_server_module_starts_nothing_and_loads_no_model_library() -> None:
+    modules = [
+        info.name
+        for info in pkgutil.walk_packages(app.__path__, "app.")
+        if not info.name.startswith(("app.codec.", "app.tools", "app.lm.transformers"))
+        and info.name not in ("app.__main__", "app.core.device", "app.interleave.stores.redis")
+    ]
+    # the modules that wrap torch, redis or a device are imported by the lifespan, never at import
+    assert "app.main" in modules and "app.families.neucodec.family" in modules
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(modules=modules)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    report = json.loads(out.stdout)
+    assert report["threads"] == 1  # no thread started at import
+    assert report["heavy"] == []  # torch, transformers, PyAV, SciPy and redis load when the app starts
