@@ -10,6 +10,7 @@ check has been decided, so a regeneration without history never follows audio.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -298,14 +299,7 @@ class NeuCodecFamily:
         return NeuCodecUtterance(self, turn.params, schedule, turn, job.attributes)
 
     def _params(self, prompt: str, job: SpeechJob) -> GenerationParams:
-        sampling = job.sampling
+        """The LM call: ``prompt`` with the job's sampling, for the served model."""
         return GenerationParams(
-            prompt=prompt,
-            model=self.settings.MODEL_NAME,
-            max_tokens=sampling.max_tokens,
-            temperature=sampling.temperature,
-            repetition_penalty=sampling.repetition_penalty,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
-            seed=sampling.seed,
+            prompt=prompt, model=self.settings.MODEL_NAME, **dataclasses.asdict(job.sampling)
         )
