@@ -34,8 +34,8 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
 
     async def on_api_error(request: Request, exc: APIError) -> Response:
-        if exc.status >= 500:
-            log.warning("request failed: %s %s", exc.status, exc.message)
+        if exc.status >= 500 or exc.detail:
+            log.warning("request failed: %s %s", exc.status, exc)  # with the detail the client never sees
         return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     async def on_validation(request: Request, exc: RequestValidationError) -> Response:

@@ -50,7 +50,7 @@ Temperature = Annotated[float | None, Field(ge=0, le=2)]
 RepetitionPenalty = Annotated[float | None, Field(gt=0, le=2)]
 MaxTokens = Annotated[int | None, Field(ge=1, le=32768, description="Speech tokens (50 per second).")]
 TopP = Annotated[float | None, Field(gt=0, le=1)]
-TopK = Annotated[int | None, Field(ge=1)]
+TopK = Annotated[int | None, Field(ge=1, le=2**31 - 1)]  # vLLM keeps top_k in a 32-bit tensor
 Seed = Annotated[int | None, Field(ge=0, le=2**63 - 1)]
 PlaybackSpeed = Annotated[
     float | None, Field(ge=0.02, le=60, description="Seconds of audio in the first decode window.")

@@ -6,6 +6,14 @@ them to ``{"error": {"message", "type", "param", "code"}}`` with ``status``.
 
 from __future__ import annotations
 
+ECHO_CHARS = 64
+"""Most characters of a client's own value quoted back in an error message."""
+
+
+def echo(value: str, limit: int = ECHO_CHARS) -> str:
+    """``value`` quoted for an error message, cut to ``limit`` characters (a 10 MB field is not sent back)."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
+
 
 class APIError(Exception):
     """Base class: an HTTP status plus the four OpenAI error fields."""
@@ -21,13 +29,19 @@ class APIError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        detail: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
+        self.detail = detail
         self.param = param
         if code is not None:
             self.code = code
         self.headers = headers or {}
+
+    def __str__(self) -> str:
+        """The message, and the detail for the logs (``detail`` never reaches a client)."""
+        return f"{self.message} ({self.detail})" if self.detail else self.message
 
     def body(self) -> dict[str, dict[str, str | None]]:
         """The OpenAI error envelope for this error."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from app.core.errors import InvalidRequest
+from app.core.errors import InvalidRequest, echo
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ class VoiceCatalog:
             return self.aliases[name]
         valid = ", ".join([*self.voices, *self.aliases, *others])
         raise InvalidRequest(
-            f"Voice {name!r} is not available. Valid voices: {valid}.", param="voice", code="voice_not_found"
+            f"Voice {echo(name)} is not available. Valid voices: {valid}.",
+            param="voice",
+            code="voice_not_found",
         )
 
     def aliases_of(self, voice: str) -> list[str]:

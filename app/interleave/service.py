@@ -109,7 +109,8 @@ class InterleaveTurn:
 
 
 class Interleave:
-    """The engine's interleave state: the store (None when INTERLEAVE_STORE=off) and how to count."""
+    """The engine's interleave state: the store (None when INTERLEAVE_STORE=off) and how prompt tokens
+    are counted (``count``, also used to fit every prompt to the LM window)."""
 
     def __init__(self, settings: Settings, store: TurnStore | None, metrics: Metrics | None = None) -> None:
         self.settings = settings
@@ -128,16 +129,16 @@ class Interleave:
         return self.store is not None
 
     async def start(self, source: TokenSource) -> None:
-        """Start the store and pick the token counter: the LM source's tokenizer, else the tokenizer of
-        a local TTS_MODEL directory (http backend), else the estimate."""
-        if self.store is None:
-            return
-        await self.store.start()
+        """Pick the token counter (the LM source's tokenizer, else the tokenizer of a local TTS_MODEL
+        directory with the http backend, else the estimate), then start the store."""
         tokenizer = getattr(source, "tokenizer", None)
         if tokenizer is None and self.settings.LM_BACKEND == "http":
             tokenizer = await asyncio.to_thread(load_local_tokenizer, self.settings.TTS_MODEL)
         if tokenizer is not None:
             self.count = tokenizer_counter(tokenizer)
+        if self.store is None:
+            return
+        await self.store.start()
         log.info(
             "interleave store %s; prompt tokens %s",
             self.store.name,

@@ -21,7 +21,7 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError
 from yarl import URL
 
-from app.core.errors import APIError, BackendError, BackendTimeout, Unavailable
+from app.core.errors import APIError, BackendError, BackendTimeout, InvalidRequest, Unavailable
 from app.core.types import FinishReason
 from app.lm.speech_tokens import SpeechTokenError, SpeechTokenParser
 from app.lm.types import GenerationParams
@@ -29,7 +29,12 @@ from app.observability.tracing import NOOP_SPAN, SpanLike, span, start_span
 
 HEALTH_TIMEOUT_S = 2.0
 _MAX_LINE = 1 << 20  # one SSE line; vLLM's are ~15 bytes per token
-_MAX_QUOTE = 300  # characters of a backend's message kept in our error message
+_MAX_QUOTE = 300  # characters of a backend's message kept in the log
+MALFORMED = "The LM backend sent a malformed event."
+REFUSED = (
+    "The LM backend refused the request: the prompt and max_tokens do not fit the model's context window, "
+    "or a sampling parameter is out of its range."
+)
 
 
 def backend_urls(base_url: str) -> tuple[URL, URL]:
@@ -83,15 +88,15 @@ def _parse_chunk(payload: str) -> tuple[str, str | None, int | None]:
     try:
         data = json.loads(payload)
     except ValueError:
-        raise BackendError(f"LM backend sent a malformed event: {payload[:100]!r}") from None
+        raise BackendError(MALFORMED, detail=f"malformed event: {payload[:100]!r}") from None
     if not isinstance(data, dict):
-        raise BackendError(f"LM backend sent a malformed event: {payload[:100]!r}")
+        raise BackendError(MALFORMED, detail=f"malformed event: {payload[:100]!r}")
     message = _error_text(data)
     if message is not None:
-        raise BackendError(f"LM backend failed during generation: {message[:_MAX_QUOTE]}")
+        raise BackendError("The LM backend failed during generation.", detail=message[:_MAX_QUOTE])
     choices = data.get("choices")
     if not isinstance(choices, list):
-        raise BackendError(f"LM backend sent an event without choices: {payload[:100]!r}")
+        raise BackendError(MALFORMED, detail=f"an event without choices: {payload[:100]!r}")
     if not choices:  # a usage-only chunk (stream_options.include_usage)
         usage = data.get("usage")
         prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
@@ -100,7 +105,7 @@ def _parse_chunk(payload: str) -> tuple[str, str | None, int | None]:
     text = choice.get("text") if isinstance(choice, dict) else None
     finish = choice.get("finish_reason") if isinstance(choice, dict) else None
     if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
-        raise BackendError(f"LM backend sent a malformed choice: {payload[:100]!r}")
+        raise BackendError(MALFORMED, detail=f"malformed choice: {payload[:100]!r}")
     return text, finish, None
 
 
@@ -298,7 +303,9 @@ class HttpTokenStream:
                 self.finish_reason = _finish_reason(finish, done)
         except aiohttp.ConnectionTimeoutError:
             self.finish_reason = "error"
-            raise BackendTimeout(f"LM backend at {self._url} did not accept the connection in time") from None
+            raise BackendTimeout(
+                "The LM backend did not accept the connection in time.", detail=f"backend {self._url}"
+            ) from None
         except TimeoutError:
             self.finish_reason = "error"
             raise BackendTimeout(f"LM backend sent no {waiting_for} in time") from None
@@ -306,7 +313,7 @@ class HttpTokenStream:
             if self._closing:
                 return
             self.finish_reason = "error"
-            raise BackendError(f"LM backend connection failed: {exc!r}") from None
+            raise BackendError("The LM backend connection failed.", detail=repr(exc)) from None
         except APIError:
             self.finish_reason = "error"
             raise
@@ -329,7 +336,10 @@ class HttpTokenStream:
         self._response = response
         if response.status != 200:
             body = await response.text(errors="replace")
-            raise BackendError(f"LM backend returned HTTP {response.status}: {error_message(body)}")
+            detail = f"HTTP {response.status}: {error_message(body)}"
+            if response.status == 400:  # vLLM's answer to a request it cannot serve: the client's mistake
+                raise InvalidRequest(REFUSED, code="backend_refused_request", detail=detail)
+            raise BackendError(f"The LM backend returned HTTP {response.status}.", detail=detail)
         return response
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.config import Settings
-from app.core.errors import InvalidRequest, NotFound
+from app.core.errors import InvalidRequest, NotFound, echo
 from app.core.family import OPENAI_MODELS, ModelFamily, openai_model
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
@@ -96,7 +96,7 @@ class Engine:
         for family in self.families:
             if model in family.model_ids():
                 return family
-        raise NotFound(f"The model {model!r} does not exist.", param="model", code="model_not_found")
+        raise NotFound(f"The model {echo(model)} does not exist.", param="model", code="model_not_found")
 
     def require(
         self, family: ModelFamily, *, reference_voice: bool = False, multi_turn: bool = False

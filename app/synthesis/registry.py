@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.core.errors import Conflict, InvalidRequest, NotFound, echo
 from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
@@ -161,6 +161,8 @@ class VoiceRegistry:
         """Delete a registered voice; NotFound when there is none by that name."""
         async with self._lock:
             if name not in self._voices:
-                raise NotFound(f"No registered voice called {name!r}.", param="name", code="voice_not_found")
+                raise NotFound(
+                    f"No registered voice called {echo(name)}.", param="name", code="voice_not_found"
+                )
             await asyncio.to_thread((self.directory / f"{name}.json").unlink, missing_ok=True)
             del self._voices[name]

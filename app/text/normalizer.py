@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from app.core.defaults import MAX_PROMPT_CHARS
-from app.core.errors import InvalidRequest
+from app.core.errors import InvalidRequest, echo
 from app.core.types import Language
 from app.core.types import NormalizerMode as Mode
 from app.observability.tracing import span
@@ -73,10 +73,10 @@ class TextNormalizer:
         ``llm`` off the speech path, ``LLMNormalizerError`` (502) for a failed ``llm`` call there.
         """
         if mode not in MODES:
-            raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}", param="mode")
+            raise InvalidRequest(f"mode must be one of {', '.join(MODES)}, got {echo(mode)}", param="mode")
         if language not in LANGUAGES:
             raise InvalidRequest(
-                f"language must be one of {', '.join(LANGUAGES)}, got {language!r}", param="language"
+                f"language must be one of {', '.join(LANGUAGES)}, got {echo(language)}", param="language"
             )
         if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
             raise InvalidRequest(f"prompt is longer than {MAX_PROMPT_CHARS} characters", param="prompt")

@@ -12,6 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
+from app.lm.prompt import estimate_tokens
 from tests.api.conftest import http_settings, serve
 from tests.fakes.fake_vllm import FakeVLLM, Script
 
@@ -123,19 +124,30 @@ async def test_tokens_split_across_events_still_parse(app_url: str, fake_vllm: F
     ids=["http-500", "dropped", "malformed", "slow-first-token", "no-tokens"],
 )
 async def test_backend_failures_give_a_status_before_audio(
-    app_url: str, fake_vllm: FakeVLLM, script: Script, status: int
+    app_url: str, fake_vllm: FakeVLLM, script: Script, status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake_vllm.script = script
     for stream in (True, False):
         error = assert_openai_error(await post(app_url, body(stream=stream)), status)
         assert error["type"] == "server_error"
-    if script.status == 500:
-        assert "engine dead" in str(error["message"])
+    if script.status == 500:  # the backend's own words go to the log, never to the client
+        assert "engine dead" not in str(error["message"]) and "500" in str(error["message"])
+        assert any("engine dead" in record.getMessage() for record in caplog.records)
+
+
+async def test_backend_refusing_the_request_is_a_client_error(app_url: str, fake_vllm: FakeVLLM) -> None:
+    """vLLM answers 400 to a request that does not fit the model: the client's mistake, not ours."""
+    fake_vllm.script = Script(
+        status=400, error_body={"error": {"message": "maximum context length exceeded (internal)"}}
+    )
+    error = assert_openai_error(await post(app_url, body()), 400)
+    assert error["code"] == "backend_refused_request" and "internal" not in str(error["message"])
 
 
 async def test_unreachable_backend_is_502(tiny_codec_dir: Path) -> None:
     async with serve(http_settings(tiny_codec_dir, "http://127.0.0.1:9")) as url:
-        assert_openai_error(await post(url, body()), 502)
+        error = assert_openai_error(await post(url, body()), 502)
+        assert "127.0.0.1" not in str(error["message"]) and ":9" not in str(error["message"])  # no address
         async with httpx.AsyncClient(timeout=10) as client:
             ready = await client.get(url + "/ready")
         assert ready.status_code == 503
@@ -269,3 +281,41 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
         ' "interleave_id", "max_retain_interleave"]'
     )
     assert schema["components"]["schemas"]["SpeechRequest"]["required"] == ["input"]
+
+
+async def test_errors_quote_a_client_value_cut_short(app_url: str) -> None:
+    """A huge plain-string voice or model is not sent back whole in the error body."""
+    huge = "v" * 200_000
+    async with httpx.AsyncClient(timeout=20) as client:
+        voice = await client.post(app_url + SPEECH, json=body(voice=huge))
+        model = await client.post(app_url + SPEECH, json=body(model=huge))
+    assert voice.status_code == 400 and model.status_code == 404
+    for response in (voice, model):
+        assert len(response.content) < 2000
+        assert "200000 characters" in response.json()["error"]["message"]
+
+
+async def test_max_tokens_fits_what_the_prompt_leaves_of_the_lm_window(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM
+) -> None:
+    """max_tokens (the default and an explicit one) is cut to the window left after the prompt, and a
+    prompt that leaves no room is a 400 before the backend is asked: never a 502 from vLLM."""
+    settings = http_settings(
+        tiny_codec_dir, fake_vllm.url, LM_MAX_MODEL_LEN=512, INTERLEAVE_MIN_GEN_TOKENS=100
+    )
+    words = " ".join(["hello"] * 60)
+    async with serve(settings) as url:
+        fits = await post(url, body(input=words))
+        explicit = await post(url, body(input=words, max_tokens=30000))
+        too_long = await post(url, body(input=" ".join(["hello"] * 600)))
+    assert fits.status_code == explicit.status_code == 200
+    for request in fake_vllm.requests:
+        assert request.body["max_tokens"] == 512 - estimate_tokens(request.body["prompt"])
+    assert len(fake_vllm.requests) == 2
+    error = assert_openai_error(too_long, 400)
+    assert error["param"] == "input" and error["code"] == "context_length_exceeded"
+
+
+async def test_top_k_beyond_what_a_backend_takes_is_a_422(app_url: str) -> None:
+    error = assert_openai_error(await post(app_url, body(top_k=2**70)), 422)
+    assert error["param"] == "top_k"

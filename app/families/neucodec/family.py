@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "neucodec"
+MIN_ROOM_TOKENS = 50
+"""Fewest speech tokens (1 s) a prompt must leave in the LM window to be worth generating."""
 
 
 def builtin_voices(settings: Settings) -> VoiceCatalog:
@@ -285,18 +287,34 @@ class NeuCodecFamily:
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an
-        interleave id, built-in voices only)."""
+        interleave id, built-in voices only), with ``max_tokens`` fitted to what the LM window leaves."""
         if self.codec is None:
             raise Unavailable("The codec is not loaded yet.")
         schedule = self.schedule(job.first_chunk_s, job.overlap_s)
         if isinstance(job.voice, ReferenceVoice):
             prompt = vc_prompt(job.voice.text, job.voice.codes, job.text)
-            return NeuCodecUtterance(self, self._params(prompt, job), schedule, None, job.attributes)
-        params = self._params(tts_prompt(job.voice, job.text), job)
+            params = await self._fitted(self._params(prompt, job), "reference_audio")
+            return NeuCodecUtterance(self, params, schedule, None, job.attributes)
+        params = await self._fitted(self._params(tts_prompt(job.voice, job.text), job), "input")
         if job.interleave_id is None or not self.interleave.enabled:
             return NeuCodecUtterance(self, params, schedule, None, job.attributes)
         turn = await self.interleave.prepare(job.interleave_id, job.voice, job.text, params, job.retain_turns)
         return NeuCodecUtterance(self, turn.params, schedule, turn, job.attributes)
+
+    async def _fitted(self, params: GenerationParams, param: str) -> GenerationParams:
+        """``params`` with ``max_tokens`` cut to the room the prompt leaves in LM_MAX_MODEL_LEN; a 400
+        naming ``param`` when the prompt leaves no room at all (vLLM would refuse it)."""
+        window = self.settings.LM_MAX_MODEL_LEN
+        prompt_tokens = await asyncio.to_thread(self.interleave.count, params.prompt)
+        room = window - prompt_tokens
+        if room < MIN_ROOM_TOKENS:
+            raise InvalidRequest(
+                f"{param}: too long for the model: the prompt is about {prompt_tokens} tokens and the "
+                f"model's context window is {window} (LM_MAX_MODEL_LEN); shorten the text or the reference.",
+                param=param,
+                code="context_length_exceeded",
+            )
+        return dataclasses.replace(params, max_tokens=min(params.max_tokens, room))
 
     def _params(self, prompt: str, job: SpeechJob) -> GenerationParams:
         """The LM call: ``prompt`` with the job's sampling, for the served model."""
