@@ -262,6 +262,13 @@ class Settings(BaseSettings):
     )
     LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
 
+    # --- precision (issue 16) ----------------------------------------------------------------------
+    LM_ATTENTION_FP32: bool = Field(
+        False,
+        description="In-process LM: compute attention in float32 while the rest runs in LM_DTYPE "
+        "(the mitigation to try when bf16 attention costs naturalness, e.g. on Ascend).",
+    )
+
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod
     def _lower_log_level(cls, value: object) -> object:

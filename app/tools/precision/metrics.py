@@ -55,7 +55,7 @@ def compare_tensors(reference: torch.Tensor, test: torch.Tensor) -> TensorAgreem
     if ref_norm == 0.0 or tst_norm == 0.0:
         cosine = 1.0 if ref_norm == tst_norm else 0.0
     else:
-        cosine = float(ref @ tst) / (ref_norm * tst_norm)
+        cosine = min(1.0, max(-1.0, float(ref @ tst) / (ref_norm * tst_norm)))  # rounding can pass 1
     rel_l2 = diff_norm / ref_norm if ref_norm else (0.0 if diff_norm == 0.0 else math.inf)
     abs_diff = diff.abs()
     return TensorAgreement(
