@@ -44,8 +44,19 @@ def environment(device: torch.device) -> dict[str, str]:
     elif device.type == "npu":
         env["device_name"] = torch.npu.get_device_name(device)  # type: ignore[attr-defined]
     else:
-        env["device_name"] = platform.processor() or "cpu"
+        env["device_name"] = _cpu_name()
     return env
+
+
+def _cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
 
 
 def save_run(run: Run, path: Path) -> Path:
