@@ -96,24 +96,24 @@ def test_runs_of_different_inputs_are_not_compared(tiny_codec_dir: Path) -> None
 
 
 def test_lm_part_teacher_forces_speech_tokens_and_keeps_the_sampled_logits(tiny_lm_dir: Path) -> None:
-    ref = _run("neucodec-lm", str(tiny_lm_dir), RunConfig(), length=16)
+    part, source = get_part("neucodec-lm"), str(tiny_lm_dir)
+    inputs, options = part.make_inputs(source, 0, 16)
+
+    def run(config: RunConfig) -> Run:
+        return Run(part.name, source, config, inputs, part.run(source, config, inputs, options), options)
+
+    ref = run(RunConfig())
     assert list(ref.outputs) == ["layer.00", "layer.01", "norm", "logits"]
-    total = ref.inputs["input_ids"].numel()
-    assert total == ref.options["prompt_length"] + 16
+    total = inputs["input_ids"].numel()
+    assert total == options["prompt_length"] + 16
     assert ref.outputs["layer.00"].shape == (total, 32)
     assert ref.outputs["logits"].shape == (16, 65536 + 1)  # speech tokens + <|im_end|>
-    bf16 = _run("neucodec-lm", str(tiny_lm_dir), RunConfig(dtype="bfloat16"), length=16)
-    fp32_attention = _run(
-        "neucodec-lm", str(tiny_lm_dir), RunConfig("cpu", "bfloat16", "sdpa_fp32"), length=16
-    )
-    for test in (bf16, fp32_attention):
-        comparison = compare_runs(ref, test, "lm")
+    for config in (RunConfig(dtype="bfloat16"), RunConfig("cpu", "bfloat16", "sdpa_fp32")):
+        comparison = compare_runs(ref, run(config), "lm")
         assert comparison.next_token is not None and comparison.next_token.positions == 16
         assert comparison.next_token.top1_agreement > 0.8
         assert 0 < comparison.tensors["logits"].rel_l2 < 0.05
-    eager = compare_runs(
-        ref, _run("neucodec-lm", str(tiny_lm_dir), RunConfig(attention="eager"), length=16), "lm"
-    )
+    eager = compare_runs(ref, run(RunConfig(attention="eager")), "lm")
     assert eager.tensors["logits"].rel_l2 < 1e-5 and eager.next_token is not None
     assert eager.next_token.top1_agreement == 1.0
 
@@ -181,3 +181,13 @@ def test_cli_compares_runs_saved_elsewhere_like_runs_made_here(
     mixed = json.loads(capsys.readouterr().out)
     assert mixed["comparisons"][0]["audio"] == made_here["comparisons"][0]["audio"]
     assert main(["neucodec-lm", "--ref", str(ref_file)]) == EXIT_USAGE  # a decoder run is not an LM run
+
+
+def test_cli_lm_report_has_next_token_checks(tiny_lm_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["neucodec-lm", "--source", str(tiny_lm_dir), "--length", "8", "--test", "cpu,bfloat16,sdpa_fp32"]
+    assert main([*args, "--min-top1", "0.5", "--max-kl-mean", "0.01", "--json", "-"]) == EXIT_PASS
+    report = json.loads(capsys.readouterr().out)
+    token = report["comparisons"][0]["next_token"]
+    assert token["positions"] == 8 and len(token["kl"]) == 8
+    assert report["thresholds"] == {"min_top1": 0.5, "max_kl_mean": 0.01}
+    assert main([*args, "--max-kl-mean", "0"]) == EXIT_FAIL  # bf16 never matches float32 exactly
