@@ -94,6 +94,9 @@ def _main(args: argparse.Namespace) -> int:
     source = args.source or (first.source if first else None)
     if source is None:
         raise ValueError("--source is needed when no RUN file is given")
+    for spec, run in loaded.items():
+        if run.source != source:  # a path on another machine may name the same checkpoint
+            print(f"note: {spec} was made from {run.source}; runs here use {source}", file=sys.stderr)
     if first is not None:
         inputs, options = first.inputs, first.options
     else:
