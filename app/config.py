@@ -72,6 +72,11 @@ class LMSettings(BaseSettings):
     LM_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="Weights dtype of the in-process LM (auto: bf16 on GPU, fp32 on CPU)."
     )
+    LM_ATTENTION_FP32: bool = Field(
+        False,
+        description="In-process LM: compute attention in float32 while the rest runs in LM_DTYPE "
+        "(the mitigation to try when bf16 attention costs naturalness, e.g. on Ascend).",
+    )
     LM_CONNECT_TIMEOUT_S: float = Field(10.0, gt=0, description="Seconds to connect to the LM backend.")
     LM_FIRST_TOKEN_TIMEOUT_S: float = Field(
         30.0, gt=0, description="Seconds from request to the first speech token (queueing + prefill)."

@@ -20,6 +20,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose-cpu.yaml", "vllm.yaml")
+ASCEND_COMPOSE = "docker-compose-ascend.yaml"
+ASCEND_ENV = {"CANN_IMAGE": "quay.io/ascend/cann:test-910b", "HWHIAIUSER_GID": "1234"}
 
 
 def compose_binary() -> Path:
@@ -39,7 +41,9 @@ def compose() -> Path:
 
 def config(compose: Path, name: str, **env: str) -> dict[str, Any]:
     """``docker compose -f NAME config`` as JSON, after ``config -q`` has validated the file."""
-    run_env = {k: v for k, v in os.environ.items() if k not in {"TTS_MODEL", "GPU_MEM_UTIL", "TTS_API"}}
+    run_env = {
+        k: v for k, v in os.environ.items() if k not in {"TTS_MODEL", "GPU_MEM_UTIL", "TTS_API", *ASCEND_ENV}
+    }
     run_env |= env
     args = [str(compose), "--project-directory", str(ROOT), "-f", str(ROOT / name), "config"]
     checked = subprocess.run([*args, "-q"], capture_output=True, text=True, env=run_env, timeout=60)
@@ -104,7 +108,6 @@ def test_dockerfile_is_multistage_non_root_with_healthcheck_and_the_makefile_tor
     make_torch = _torch_pin((ROOT / "Makefile").read_text(), r"^TORCH_SPEC \?= torch==(\S+)")
     assert _torch_pin(dockerfile, r"^ARG TORCH_SPEC=torch==(\S+)") == make_torch
     assert _torch_pin((ROOT / "requirements-npu.txt").read_text(), r"^torch==(\S+)") == make_torch
-    assert _torch_pin((ROOT / "requirements-npu.txt").read_text(), r"^torch-npu==(\S+)") == make_torch
 
 
 def test_kubernetes_manifests_probe_health_and_ready() -> None:
@@ -121,3 +124,114 @@ def test_kubernetes_manifests_probe_health_and_ready() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     assert api["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+# --- Ascend NPU -------------------------------------------------------------------------------------------
+
+ASCEND_MANAGEMENT_DEVICES = {"/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"}
+# the host driver files that vllm-ascend's quick start mounts into its containers
+ASCEND_DRIVER_MOUNTS = {
+    "/usr/local/dcmi",
+    "/usr/local/bin/npu-smi",
+    "/usr/local/Ascend/driver/lib64",
+    "/usr/local/Ascend/driver/version.info",
+    "/etc/ascend_install.info",
+}
+
+
+def test_ascend_compose_validates_with_npus_driver_mounts_and_health_checks(compose: Path) -> None:
+    services = config(compose, ASCEND_COMPOSE, **ASCEND_ENV, LM_NPU="2", API_NPU="3")["services"]
+    assert set(services) == {"tts-engine", "tts-api"}
+    for name, service in services.items():
+        assert service["healthcheck"]["test"], name
+        assert "--reload" not in json.dumps(service)
+        devices = {device["source"] for device in service["devices"]}
+        npus = devices - ASCEND_MANAGEMENT_DEVICES
+        assert devices >= ASCEND_MANAGEMENT_DEVICES and len(npus) == 1, devices
+        binds = [v for v in service["volumes"] if v["type"] == "bind"]
+        assert {v["source"] for v in binds} == ASCEND_DRIVER_MOUNTS  # nothing else of the host
+        assert all(v["read_only"] and v["source"] == v["target"] for v in binds)
+        assert all(v["type"] in {"bind", "volume"} for v in service["volumes"])
+    engine, api = services["tts-engine"], services["tts-api"]
+    assert {d["source"] for d in engine["devices"]} - ASCEND_MANAGEMENT_DEVICES == {"/dev/davinci2"}
+    assert {d["source"] for d in api["devices"]} - ASCEND_MANAGEMENT_DEVICES == {"/dev/davinci3"}
+    assert engine["image"].startswith("quay.io/ascend/vllm-ascend:")
+    args = engine["command"]
+    pairs = dict(zip(args[1::2], args[2::2], strict=False))
+    assert (pairs["--served-model-name"], pairs["--dtype"], pairs["--max-model-len"]) == (
+        "TTS-model",
+        "bfloat16",
+        "4096",
+    )
+    assert api["build"]["dockerfile"] == "Dockerfile.npu"
+    assert api["build"]["args"]["CANN_IMAGE"] == ASCEND_ENV["CANN_IMAGE"]
+    assert api["group_add"] == [ASCEND_ENV["HWHIAIUSER_GID"]]
+    environment = api["environment"]
+    assert (environment["DEVICE"], environment["TTS_API"], environment["LM_BACKEND"]) == (
+        "npu",
+        "http://tts-engine:9093",
+        "http",
+    )
+    assert api["depends_on"]["tts-engine"]["condition"] == "service_healthy"
+
+
+def test_ascend_compose_switches_to_the_in_process_lm_with_float32_attention(compose: Path) -> None:
+    env = {**ASCEND_ENV, "LM_BACKEND": "transformers", "LM_ATTENTION_FP32": "true"}
+    environment = config(compose, ASCEND_COMPOSE, **env)["services"]["tts-api"]["environment"]
+    assert (environment["LM_BACKEND"], environment["LM_ATTENTION_FP32"], environment["LM_DTYPE"]) == (
+        "transformers",
+        "true",
+        "bfloat16",
+    )
+
+
+@pytest.mark.parametrize("missing", sorted(ASCEND_ENV))
+def test_ascend_compose_names_each_setting_an_operator_must_give(compose: Path, missing: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ASCEND_ENV} | {
+        k: v for k, v in ASCEND_ENV.items() if k != missing
+    }
+    args = [str(compose), "--project-directory", str(ROOT), "-f", str(ROOT / ASCEND_COMPOSE), "config", "-q"]
+    result = subprocess.run(args, capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode != 0
+    assert missing in result.stderr
+
+
+def test_npu_dockerfile_builds_on_cann_with_the_pinned_torch_and_runs_as_a_plain_user() -> None:
+    dockerfile = (ROOT / "Dockerfile.npu").read_text()
+    assert re.search(r"^FROM \$\{CANN_IMAGE\}", dockerfile, re.MULTILINE)
+    assert "requirements-npu.txt" in dockerfile and "requirements.txt" in dockerfile
+    users = re.findall(r"^USER (\S+)", dockerfile, re.MULTILINE)
+    assert users and users[-1] not in {"root", "0"}
+    assert re.search(r"^HEALTHCHECK .*\n?.*/health", dockerfile, re.MULTILINE)
+    assert "set_env.sh" in dockerfile  # the CANN libraries are on the path when uvicorn starts
+
+
+def _pins(text: str) -> dict[str, str]:
+    """``name==version`` lines of a requirements file (names lower-cased, ``_`` as ``-``)."""
+    pins = {}
+    for line in text.splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        if match:
+            pins[match.group(1).lower().replace("_", "-")] = match.group(2)
+    return pins
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def test_npu_requirements_pin_a_torch_npu_built_for_the_pinned_torch() -> None:
+    pins = _pins((ROOT / "requirements-npu.txt").read_text())
+    assert {"torch", "torch-npu"} <= set(pins)
+    assert all(not v.startswith((">", "<", "~")) for v in pins.values())
+    # torch_npu X.Y.Z[.postN] is built for torch X.Y.Z: the same minor, and no newer patch
+    assert _minor(pins["torch-npu"]) == _minor(pins["torch"])
+    assert pins["torch-npu"].split(".post")[0] == pins["torch"].split("+")[0]
+
+
+def test_no_requirement_or_module_depends_on_torchaudio() -> None:
+    for path in ROOT.glob("requirements*.txt"):
+        assert "torchaudio" not in _pins(path.read_text()), path
+    for path in (ROOT / "app").rglob("*.py"):
+        assert not re.search(r"^\s*(import|from) torchaudio", path.read_text(), re.MULTILINE), path

@@ -21,6 +21,7 @@ import torch
 from app.core.device import resolve_device, set_current
 from app.core.errors import APIError, BackendError, Unavailable
 from app.core.types import FinishReason
+from app.lm.attention import FP32_SDPA, attention_implementation
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.types import GenerationParams
 from app.observability.tracing import NOOP_SPAN, SpanLike, start_span
@@ -79,12 +80,17 @@ class _LoadedLM:
     lm_to_allowed: torch.Tensor
 
 
-def _load(model_ref: str, device: torch.device, dtype: torch.dtype | str) -> _LoadedLM:
-    """Load tokenizer and model (blocking; run in a worker thread) and build the id maps."""
+def _load(
+    model_ref: str, device: torch.device, dtype: torch.dtype | str, attention: str = "sdpa"
+) -> _LoadedLM:
+    """Load tokenizer and model (blocking; run in a worker thread) and build the id maps.
+    ``attention`` is "sdpa" or "sdpa_fp32" (float32 attention, ``app.lm.attention``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_ref)
-    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype).to(device).eval()
+    implementation = attention_implementation(attention)
+    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype, attn_implementation=implementation)
+    model = model.to(device).eval()
     ids = tokenizer.convert_tokens_to_ids([f"<|s_{code}|>" for code in range(SPEECH_CODES)])
     missing = [
         code for code, token_id in enumerate(ids) if token_id is None or token_id == tokenizer.unk_token_id
@@ -155,20 +161,29 @@ class TransformersTokenSource:
 
     ``model`` is a local directory or a Hugging Face id (the official layout: ``config.json``,
     safetensors, tokenizer); ``device`` is "" (cuda if available, else cpu), "cpu", "cuda[:N]" or
-    "npu[:N]"; ``dtype`` is "auto" (the checkpoint's), "float32", "float16" or "bfloat16".
+    "npu[:N]"; ``dtype`` is "auto" (the checkpoint's), "float32", "float16" or "bfloat16";
+    ``attention_fp32`` computes attention in float32 whatever ``dtype`` is.
 
     Logits are restricted to the speech tokens and the stop ids: after ``<|speech_start|>`` the model only
     speaks, so any other token is an error we prevent instead of filtering; it also keeps a random test
     model from wandering into text tokens.
     """
 
-    def __init__(self, model: str, device: str, dtype: str = "auto", name: str = "transformers") -> None:
+    def __init__(
+        self,
+        model: str,
+        device: str,
+        dtype: str = "auto",
+        name: str = "transformers",
+        attention_fp32: bool = False,
+    ) -> None:
         if dtype not in _DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
         self.name = name
         self._model_ref = model
         self._device_name = device
         self._dtype = _DTYPES[dtype]
+        self._attention = FP32_SDPA if attention_fp32 else "sdpa"
         self._lm: _LoadedLM | None = None
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._submit_lock = threading.Lock()
@@ -180,7 +195,7 @@ class TransformersTokenSource:
         if self._thread is not None:
             return
         device = resolve_device(self._device_name)
-        self._lm = await asyncio.to_thread(_load, self._model_ref, device, self._dtype)
+        self._lm = await asyncio.to_thread(_load, self._model_ref, device, self._dtype, self._attention)
         self._closing.clear()
         self._thread = threading.Thread(target=self._serve, name=f"{self.name}-generate", daemon=True)
         self._thread.start()

@@ -53,7 +53,13 @@ class HeadIndexedRotary(nn.Module):
 
 
 class Attention(nn.Module):
-    """Non-causal multi-head self-attention without biases. ``[B, T, C]`` -> ``[B, T, C]``."""
+    """Non-causal multi-head self-attention without biases. ``[B, T, C]`` -> ``[B, T, C]``.
+
+    ``float32_attention`` (off by default) computes ``softmax(q kᵀ / √d) v`` in float32 on q, k, v of
+    the weights' dtype and rounds the output back: the precision tool's attention A/B.
+    """
+
+    float32_attention = False
 
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
@@ -66,7 +72,10 @@ class Attention(nn.Module):
         batch, time, dim = x.shape
         qkv = self.c_attn(x).view(batch, time, 3, self.heads, dim // self.heads)  # [B, T, 3, H, D]
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each [B, H, T, D]
-        y = F.scaled_dot_product_attention(self.rotary(q), self.rotary(k), v)  # [B, H, T, D]
+        q, k = self.rotary(q), self.rotary(k)
+        if self.float32_attention:
+            q, k, v = q.float(), k.float(), v.float()
+        y = F.scaled_dot_product_attention(q, k, v).to(x.dtype)  # [B, H, T, D]
         y = y.transpose(1, 2).reshape(batch, time, dim)  # [B, H, T, D] -> [B, T, H*D]
         return self.c_proj(y)
 

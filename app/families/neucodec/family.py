@@ -63,7 +63,12 @@ def build_source(settings: Settings) -> TokenSource:
         )
     from app.lm.transformers_source import TransformersTokenSource
 
-    return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
+    return TransformersTokenSource(
+        settings.TTS_MODEL,
+        settings.DEVICE,
+        dtype=settings.LM_DTYPE,
+        attention_fp32=settings.LM_ATTENTION_FP32,
+    )
 
 
 def cpu_has_bf16_matmul() -> bool:

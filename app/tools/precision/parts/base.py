@@ -1,0 +1,72 @@
+"""What the precision tool needs from a model part, and how layer outputs are captured.
+
+A part makes fixed inputs once (seeded, from the checkpoint's own vocabulary or codebook) and runs
+them on a configuration, returning named output tensors in the order they are computed. An ``lm``
+part's outputs include ``logits`` ``[positions, vocab]``: the next-token logits at each position of
+the teacher-forced continuation. A ``codec`` part's include ``audio`` and its options the
+``sample_rate``. A model family adds its parts by listing them in ``parts/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Literal, Protocol
+
+import torch
+
+from app.tools.precision.configs import RunConfig
+
+RANDOM_PREFIX = "random:"
+
+
+class Part(Protocol):
+    """One model part the tool can run (a stateless object; all state is in the arguments)."""
+
+    name: ClassVar[str]
+    kind: ClassVar[Literal["lm", "codec"]]
+    description: ClassVar[str]
+
+    def make_inputs(
+        self, source: str, seed: int, length: int
+    ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        """Fixed inputs for ``source`` and the options a comparison needs (JSON-able)."""
+        ...
+
+    def run(
+        self, source: str, config: RunConfig, inputs: dict[str, torch.Tensor], options: dict[str, Any]
+    ) -> dict[str, torch.Tensor]:
+        """Run the inputs on ``config``; outputs on the CPU in float32, in computation order."""
+        ...
+
+
+def as_output(tensor: torch.Tensor) -> torch.Tensor:
+    """A captured tensor as the tool keeps it: float32 on the CPU, batch dim of 1 dropped."""
+    tensor = tensor.detach()
+    if tensor.dim() > 1 and tensor.shape[0] == 1:
+        tensor = tensor[0]
+    return tensor.to("cpu", torch.float32)
+
+
+@contextmanager
+def capture(modules: dict[str, torch.nn.Module]) -> Iterator[dict[str, torch.Tensor]]:
+    """Record the output of each named module (the first tensor of a tuple output) while inside."""
+    captured: dict[str, torch.Tensor] = {}
+    handles = []
+    for name, module in modules.items():
+
+        def hook(_module: torch.nn.Module, _args: Any, output: Any, name: str = name) -> None:
+            captured[name] = as_output(output[0] if isinstance(output, tuple) else output)
+
+        handles.append(module.register_forward_hook(hook))
+    try:
+        yield captured
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def release(device: torch.device) -> None:
+    """Return cached accelerator memory after a run (nothing on cpu)."""
+    if device.type != "cpu":
+        getattr(torch, device.type).empty_cache()
