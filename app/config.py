@@ -260,7 +260,18 @@ class Settings(BaseSettings):
     SHUTDOWN_GRACE_S: float = Field(
         30.0, ge=0, le=600, description="On SIGTERM, how long in-flight responses may finish."
     )
-    LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
+    LOG_FORMAT: Literal["auto", "json", "text"] = Field(
+        "auto", description="Log lines as JSON or plain text; auto: text on a terminal, JSON otherwise."
+    )
+
+    # --- first run: startup progress (issue 22) ------------------------------------------------------
+    PROGRESS_INTERVAL_S: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="Seconds between progress lines of a download or load in JSON or a file (a terminal "
+        "redraws one line in place).",
+    )
 
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod
