@@ -89,13 +89,14 @@ def allocation(exc: BaseException) -> str:
 def _hub_problem(exc: BaseException, setting: str, value: str) -> StartupError | None:
     """The Hugging Face Hub failures: gated, unknown id, offline, unreachable; None for anything else."""
     names = _names(exc)
+    endpoint = os.environ.get("HF_ENDPOINT", _HUB)
     local = f"set {setting} to a local directory with the model's files; {DEMO_HINT}"
     if "GatedRepoError" in names:
         return StartupError(
             setting,
             value,
             "the model is gated on the Hugging Face Hub",
-            f"Accept its terms at {_HUB}/{value} and log in (`hf auth login` or HF_TOKEN), or {local}",
+            f"Accept its terms at {endpoint}/{value} and log in (`hf auth login` or HF_TOKEN), or {local}",
         )
     if names & {"RepositoryNotFoundError", "RevisionNotFoundError"}:
         return StartupError(
@@ -114,7 +115,6 @@ def _hub_problem(exc: BaseException, setting: str, value: str) -> StartupError |
         )
     unreachable = {"LocalEntryNotFoundError", "ConnectError", "ConnectTimeout", "TimeoutException"}
     if names & unreachable or "ConnectionError" in names:
-        endpoint = os.environ.get("HF_ENDPOINT", _HUB)
         return StartupError(
             setting,
             value,
