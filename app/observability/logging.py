@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -64,7 +64,7 @@ class TextFormatter(logging.Formatter):
 
 class TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Text lines for a person at a terminal; a progress record (not final) redraws one status line in
-    place, and the next ordinary line first erases it."""
+    place (its message only, cut to the terminal's width), and the next ordinary line first erases it."""
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__(stream)
@@ -72,12 +72,11 @@ class TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = self.format(record)
             if record.name == PROGRESS_LOGGER and not getattr(record, "final", False):
-                width = shutil.get_terminal_size().columns - 1
-                self.stream.write(_ERASE_LINE + text[:width])
+                self.stream.write(_ERASE_LINE + record.getMessage()[: self._width() - 1])
                 self._status_open = True
             else:
+                text = self.format(record)
                 if self._status_open:
                     self.stream.write(_ERASE_LINE)
                     self._status_open = False
@@ -87,6 +86,13 @@ class TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
             raise
         except Exception:
             self.handleError(record)
+
+    def _width(self) -> int:
+        """Columns of the terminal (80 when the stream cannot say)."""
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            return 80
 
 
 def log_format(setting: str, stream: TextIO) -> str:
