@@ -7,8 +7,8 @@ entered with ``task(label)``, which sets a context variable: work started inside
 - ``ProgressBar``, a ``tqdm`` whose display is a log record instead of a terminal line: pass it as
   ``tqdm_class`` to ``huggingface_hub.snapshot_download`` or return it from transformers' tqdm hook,
   and bytes, percentage and rate of the download or the load arrive as records. A task with byte
-  bars reports the furthest of them (the Hub's transfer and write bars count the same bytes);
-  otherwise the most recently updated bar.
+  bars reports the furthest of them (the Hub's transfer and write bars count the same bytes; its
+  file-count bar is left out); otherwise the most recently updated bar.
 - ``heartbeat(task, tick_s)``, for work that has no bar: the elapsed time, while no bar reported.
 
 Every record carries ``task``, ``done``, ``total``, ``unit``, ``percent``, ``elapsed_s`` and ``final``.
@@ -58,6 +58,7 @@ class Task:
     label: str
     started: float = field(default_factory=time.monotonic)
     last_report: float = 0.0  # monotonic time of the last record from a bar (0: none yet)
+    finished: bool = False
     bars: list[ProgressBar] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -91,13 +92,18 @@ class Task:
     def bar_moved(self, bar: ProgressBar) -> None:
         """Called by a bar when it would redraw: report this task's furthest byte bar (or ``bar``)."""
         with self.lock:
-            byte_bars = [b for b in self.bars if b.unit == "B" and b.total]
-            shown = max(byte_bars, key=lambda b: b.n) if byte_bars else bar
+            if self.finished:  # a bar closed after the task's final record: nothing new to say
+                return
+            byte_bars = [b for b in self.bars if b.unit == "B"]
+            shown = max(byte_bars, key=lambda b: (b.n, b.total or 0)) if byte_bars else bar
             self.last_report = time.monotonic()
         self.emit(shown.n, shown.total, shown.unit)
 
     def done(self, message: str) -> None:
-        """The final record: ``message`` (e.g. "loaded in 3.1 s") replaces the status line."""
+        """The final record: ``message`` (e.g. "loaded in 3.1 s") replaces the status line; the task's
+        bars report nothing after it."""
+        with self.lock:
+            self.finished = True
         log.info(
             "%s: %s",
             self.label,

@@ -4,11 +4,14 @@ one "ready" line names the URL, the models, the voices and a curl example."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import pty
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
+from tests.fakes.fake_hub import FakeHub
 from tests.observability.test_first_run import server_env
 
 pytestmark = pytest.mark.slow  # a server subprocess: torch import and codec load take seconds
@@ -101,3 +106,61 @@ def test_pipe_gets_json_lines(tiny_codec_dir: Path, tmp_path: Path) -> None:
     assert body == {"input": "Hello!", "voice": "husein", "response_format": "wav", "stream": False}
     warning = next(r for r in records if "does not answer yet" in r["message"])
     assert warning["level"] == "warning" and env["TTS_API"] in warning["message"]
+
+
+def padded_codec(tiny_codec_dir: Path, directory: Path, padding_bytes: int) -> Path:
+    """The tiny checkpoint plus one tensor the decoder never reads, so the download is large enough for
+    several progress updates (the Hub client reads 10 MB at a time)."""
+    directory.mkdir()
+    shutil.copy(tiny_codec_dir / "neucodec_config.json", directory)
+    state = torch.load(tiny_codec_dir / "pytorch_model.bin", weights_only=True)
+    state["padding.unused"] = torch.zeros(padding_bytes, dtype=torch.uint8)
+    torch.save(state, directory / "pytorch_model.bin")
+    return directory
+
+
+async def test_first_download_reports_progress_then_ready(tiny_codec_dir: Path, tmp_path: Path) -> None:
+    """A Hub id not in the cache is downloaded (from the fake Hub, slowly) with JSON progress lines at most
+    one a PROGRESS_INTERVAL_S, then a final one, then the server is ready."""
+    repo = "owner/tiny-codec"
+    served = padded_codec(tiny_codec_dir, tmp_path / "served", 40_000_000)
+    hub = FakeHub(repos={repo: served}, chunk_bytes=1 << 20, chunk_delay_s=0.1)  # ~10 MB/s: ~4 s
+    await hub.start()
+    env = server_env(
+        tmp_path, CODEC_MODEL=repo, HF_HUB_OFFLINE="0", HF_ENDPOINT=hub.url, PROGRESS_INTERVAL_S="0.5"
+    )
+    log_path = tmp_path / "stderr.log"
+    try:
+        with log_path.open("wb") as log_file:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "app",
+                env=env,
+                cwd=tmp_path,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=log_file,
+            )
+        try:
+            deadline = time.monotonic() + STARTUP_DEADLINE_S
+            while READY not in log_path.read_text() and time.monotonic() < deadline:
+                assert process.returncode is None, log_path.read_text()[-3000:]
+                await asyncio.sleep(0.2)
+        finally:
+            process.terminate()
+            await process.wait()
+    finally:
+        await hub.stop()
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    progress = [r for r in records if r["logger"] == "app.progress" and r["task"] == f"downloading {repo}"]
+    moving = [r for r in progress if not r["final"]]
+    assert len(moving) >= 3, progress
+    percents = [r["percent"] for r in moving if r["percent"] is not None]
+    assert percents == sorted(percents) and percents[-1] <= 100
+    assert any(0 < p < 100 for p in percents), "a line while the download was under way"
+    assert all(r["unit"] == "B" and r["done"] <= r["total"] for r in moving if r["total"])
+    times = [r["elapsed_s"] for r in moving]
+    assert all(later - earlier >= 0.4 for earlier, later in itertools.pairwise(times)), times
+    assert progress[-1]["final"] and progress[-1]["message"].startswith(f"downloading {repo}: done in ")
+    assert sum(1 for r in records if r["message"].startswith(READY)) == 1
+    assert any(r.startswith(f"GET /{repo}/resolve/") for r in hub.requests)
