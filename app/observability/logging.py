@@ -24,6 +24,7 @@ from app.observability.progress import PROGRESS_LOGGER, ProgressThrottle
 from app.observability.tracing import trace_ids
 
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_CHATTY_CLIENTS = ("httpx", "httpx2", "httpcore", "httpcore2")
 _ERASE_LINE = "\r\x1b[2K"  # carriage return, then erase the whole line
 
 
@@ -90,7 +91,7 @@ class TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def _width(self) -> int:
         """Columns of the terminal (80 when the stream cannot say)."""
         try:
-            return os.get_terminal_size(self.stream.fileno()).columns
+            return os.get_terminal_size(self.stream.fileno()).columns or 80  # a new pty says 0
         except (AttributeError, OSError, ValueError):
             return 80
 
@@ -126,3 +127,6 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    if settings.LOG_LEVEL != "debug":  # one INFO line per Hub request while downloading: debug only
+        for name in _CHATTY_CLIENTS:
+            logging.getLogger(name).setLevel(logging.WARNING)

@@ -59,6 +59,7 @@ class Task:
     started: float = field(default_factory=time.monotonic)
     last_report: float = 0.0  # monotonic time of the last record from a bar (0: none yet)
     finished: bool = False
+    parent: Task | None = None  # the task this one runs inside: its heartbeat stays quiet meanwhile
     bars: list[ProgressBar] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -96,7 +97,10 @@ class Task:
                 return
             byte_bars = [b for b in self.bars if b.unit == "B"]
             shown = max(byte_bars, key=lambda b: (b.n, b.total or 0)) if byte_bars else bar
-            self.last_report = time.monotonic()
+        now, reported = time.monotonic(), self
+        while reported is not None:
+            reported.last_report = now
+            reported = reported.parent
         self.emit(shown.n, shown.total, shown.unit)
 
     def done(self, message: str) -> None:
@@ -130,8 +134,9 @@ def current_task() -> Task | None:
 
 @contextlib.contextmanager
 def task(label: str) -> Iterator[Task]:
-    """Make a new task current for the block (and for threads started from it with copied context)."""
-    entered = Task(label)
+    """Make a new task current for the block (and for threads started from it with copied context);
+    it runs inside the current task, if any."""
+    entered = Task(label, parent=_current.get())
     token = _current.set(entered)
     try:
         yield entered

@@ -163,4 +163,5 @@ async def test_first_download_reports_progress_then_ready(tiny_codec_dir: Path, 
     assert all(later - earlier >= 0.4 for earlier, later in itertools.pairwise(times)), times
     assert progress[-1]["final"] and progress[-1]["message"].startswith(f"downloading {repo}: done in ")
     assert sum(1 for r in records if r["message"].startswith(READY)) == 1
+    assert not any(r["logger"].startswith(("httpx", "httpcore")) for r in records), "no line per Hub request"
     assert any(r.startswith(f"GET /{repo}/resolve/") for r in hub.requests)
