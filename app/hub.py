@@ -49,7 +49,7 @@ def download(repo_id: str, patterns: Sequence[str]) -> Path:
         path = huggingface_hub.snapshot_download(
             repo_id=repo_id, allow_patterns=list(patterns), tqdm_class=ProgressBar
         )
-        if work.last_report:  # something was downloaded (a cached snapshot reports nothing)
+        if work.moved():  # something was downloaded (a cached snapshot counts nothing)
             work.done(f"done in {work.elapsed():.1f} s")
     return Path(path)
 

@@ -37,7 +37,7 @@ log = logging.getLogger(PROGRESS_LOGGER)
 
 
 def human_amount(amount: float, unit: str) -> str:
-    """``1.2 GB`` for bytes (powers of 1000), ``12 it`` otherwise."""
+    """``1.2 GB`` for bytes (powers of 1000), ``7 s`` for other units, a bare ``12`` for tqdm's "it"."""
     if unit == "it":  # tqdm's default unit: a count of steps
         return f"{amount:.0f}"
     if unit != "B" or abs(amount) < 1000:
@@ -66,7 +66,7 @@ class Task:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def emit(self, done: float, total: float | None, unit: str, *, final: bool = False) -> None:
+    def emit(self, done: float, total: float | None, unit: str) -> None:
         """Log one progress record for this task."""
         elapsed = self.elapsed()
         percent = round(100.0 * done / total, 1) if total else None
@@ -86,7 +86,7 @@ class Task:
                 "unit": unit,
                 "percent": percent,
                 "elapsed_s": round(elapsed, 1),
-                "final": final,
+                "final": False,
             },
         )
 
@@ -97,11 +97,18 @@ class Task:
                 return
             byte_bars = [b for b in self.bars if b.unit == "B"]
             shown = max(byte_bars, key=lambda b: (b.n, b.total or 0)) if byte_bars else bar
+            if not shown.n and not shown.total:  # nothing known yet (the Hub's bars start empty)
+                return
         now, reported = time.monotonic(), self
         while reported is not None:
             reported.last_report = now
             reported = reported.parent
         self.emit(shown.n, shown.total, shown.unit)
+
+    def moved(self) -> bool:
+        """True once any of its bars counted something (a cached download counts nothing)."""
+        with self.lock:
+            return any(bar.n for bar in self.bars)
 
     def done(self, message: str) -> None:
         """The final record: ``message`` (e.g. "loaded in 3.1 s") replaces the status line; the task's
