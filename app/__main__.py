@@ -7,13 +7,16 @@ then runs the lifespan shutdown that closes the engine (codec threads, LM sessio
 
 A setting that does not validate ends the process with one line per setting (exit status 2); a startup
 that fails (a model that cannot be found or loaded, a device that is not there) with the one line of
-``StartupGuard`` (exit status 3). Once the server listens it logs one "ready" line with a curl example.
+``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once (130). Once the server listens it
+logs one "ready" line with a curl example.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -30,7 +33,10 @@ log = logging.getLogger("app.startup")
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, which logs the ready line once its sockets listen."""
+    """uvicorn's server, which logs the ready line once its sockets listen, and which Ctrl-C (or SIGTERM)
+    stops at once while it is still starting: uvicorn itself would wait for the lifespan startup, so a
+    model download or load would run to its end first. Nothing is being served yet, so nothing is lost
+    (an interrupted Hub download resumes next time)."""
 
     def __init__(self, config: uvicorn.Config, app: FastAPI, settings: Settings) -> None:
         super().__init__(config)
@@ -41,6 +47,13 @@ class Server(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             await log_ready(self.fastapi_app, self.settings)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.started:
+            log.warning("interrupted while starting (signal %d): exiting now", sig)
+            logging.shutdown()
+            os._exit(128 + sig)
+        super().handle_exit(sig, frame)
 
 
 async def log_ready(app: FastAPI, settings: Settings) -> None:

@@ -119,6 +119,23 @@ def padded_codec(tiny_codec_dir: Path, directory: Path, padding_bytes: int) -> P
     return directory
 
 
+async def start_logging_to(log_path: Path, env: dict[str, str], cwd: Path) -> asyncio.subprocess.Process:
+    """``python -m app`` with stderr into ``log_path`` (a file: LOG_FORMAT=auto is JSON)."""
+    with log_path.open("wb") as log_file:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app", env=env, cwd=cwd, stdout=asyncio.subprocess.DEVNULL, stderr=log_file
+        )
+
+
+async def wait_for_text(log_path: Path, text: str, process: asyncio.subprocess.Process) -> None:
+    """Until ``text`` is in the log (the process must keep running meanwhile)."""
+    deadline = time.monotonic() + STARTUP_DEADLINE_S
+    while text not in log_path.read_text():
+        assert process.returncode is None, log_path.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"no {text!r} in time"
+        await asyncio.sleep(0.1)
+
+
 async def test_first_download_reports_progress_then_ready(tiny_codec_dir: Path, tmp_path: Path) -> None:
     """A Hub id not in the cache is downloaded (from the fake Hub, slowly) with JSON progress lines at most
     one a PROGRESS_INTERVAL_S, then a final one, then the server is ready."""
@@ -131,21 +148,9 @@ async def test_first_download_reports_progress_then_ready(tiny_codec_dir: Path, 
     )
     log_path = tmp_path / "stderr.log"
     try:
-        with log_path.open("wb") as log_file:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "app",
-                env=env,
-                cwd=tmp_path,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=log_file,
-            )
+        process = await start_logging_to(log_path, env, tmp_path)
         try:
-            deadline = time.monotonic() + STARTUP_DEADLINE_S
-            while READY not in log_path.read_text() and time.monotonic() < deadline:
-                assert process.returncode is None, log_path.read_text()[-3000:]
-                await asyncio.sleep(0.2)
+            await wait_for_text(log_path, READY, process)
         finally:
             process.terminate()
             await process.wait()
@@ -165,3 +170,33 @@ async def test_first_download_reports_progress_then_ready(tiny_codec_dir: Path, 
     assert sum(1 for r in records if r["message"].startswith(READY)) == 1
     assert not any(r["logger"].startswith(("httpx", "httpcore")) for r in records), "no line per Hub request"
     assert any(r.startswith(f"GET /{repo}/resolve/") for r in hub.requests)
+
+
+async def test_ctrl_c_during_a_download_exits_at_once(tiny_codec_dir: Path, tmp_path: Path) -> None:
+    """uvicorn alone would finish the lifespan startup (the whole download) before acting on Ctrl-C."""
+    repo = "owner/tiny-codec"
+    served = padded_codec(tiny_codec_dir, tmp_path / "served", 40_000_000)
+    hub = FakeHub(repos={repo: served}, chunk_bytes=1 << 20, chunk_delay_s=1.0)  # 1 MB/s: ~40 s
+    await hub.start()
+    env = server_env(tmp_path, CODEC_MODEL=repo, HF_HUB_OFFLINE="0", HF_ENDPOINT=hub.url)
+    log_path = tmp_path / "stderr.log"
+    try:
+        process = await start_logging_to(log_path, env, tmp_path)
+        try:
+            await wait_for_text(log_path, f"downloading {repo}: ", process)
+            process.send_signal(signal.SIGINT)
+            signalled = time.monotonic()
+            status = await asyncio.wait_for(process.wait(), 10)
+            exited_after = time.monotonic() - signalled
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    finally:
+        await hub.stop()
+    assert status == 128 + signal.SIGINT
+    assert exited_after < 5
+    records = [json.loads(line) for line in log_path.read_text().splitlines()]
+    assert records[-1]["level"] == "warning"
+    assert records[-1]["message"] == f"interrupted while starting (signal {int(signal.SIGINT)}): exiting now"
+    assert "Traceback" not in log_path.read_text()
