@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from types import FrameType
 
@@ -43,7 +44,7 @@ class Server(uvicorn.Server):
         self.fastapi_app = app
         self.settings = settings
 
-    async def startup(self, sockets: list | None = None) -> None:  # type: ignore[type-arg]
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
             await log_ready(self.fastapi_app, self.settings)
