@@ -4,22 +4,89 @@ Logging is configured here (LOG_FORMAT, LOG_LEVEL), for the whole process; uvico
 off because the app writes one access line per request. On SIGTERM (or Ctrl-C) uvicorn stops
 accepting connections, lets in-flight responses finish for up to SHUTDOWN_GRACE_S, cancels the rest,
 then runs the lifespan shutdown that closes the engine (codec threads, LM sessions) and the exporters.
+
+A setting that does not validate ends the process with one line per setting (exit status 2); a startup
+that fails (a model that cannot be found or loaded, a device that is not there) with the one line of
+``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once (130). Once the server listens it
+logs one "ready" line with a curl example.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
+import sys
+from types import FrameType
+
 import uvicorn
+from fastapi import FastAPI
+from pydantic import ValidationError
 
 from app.config import Settings
 from app.main import create_app
 from app.observability.logging import configure_logging
+from app.observability.startup import StartupGuard, client_url, ready_line
+from app.observability.startup_errors import INVALID_SETTINGS, settings_problems
+from app.synthesis.engine import Engine
+
+log = logging.getLogger("app.startup")
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, which logs the ready line once its sockets listen, and which Ctrl-C (or SIGTERM)
+    stops at once while it is still starting: uvicorn itself would wait for the lifespan startup, so a
+    model download or load would run to its end first. Nothing is being served yet, so nothing is lost
+    (an interrupted Hub download resumes next time)."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI, settings: Settings) -> None:
+        super().__init__(config)
+        self.fastapi_app = app
+        self.settings = settings
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            await log_ready(self.fastapi_app, self.settings)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self.started:
+            log.warning("interrupted while starting (signal %d): exiting now", sig)
+            logging.shutdown()
+            os._exit(128 + sig)
+        super().handle_exit(sig, frame)
+
+
+async def log_ready(app: FastAPI, settings: Settings) -> None:
+    """The ready line: where to send requests, what this server serves, and a request to try."""
+    engine: Engine = app.state.engine
+    url = client_url(settings.HOST, settings.PORT)
+    voices = engine.default.voices
+    message, fields = ready_line(
+        url, engine.model_ids(), list(voices.voices), len(voices.aliases), len(engine.registry.voices)
+    )
+    log.info("%s", message, extra=fields)
+    if not all((await engine.ready()).values()):
+        log.warning(
+            "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 503 and /ready "
+            "reports it until it does",
+            settings.TTS_API,
+        )
 
 
 def main() -> None:
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        for line in settings_problems(exc.errors()):  # type: ignore[arg-type]
+            print(line, file=sys.stderr)
+        sys.exit(INVALID_SETTINGS)
     configure_logging(settings)
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings)
+    guard = StartupGuard(app)
+    logging.getLogger("uvicorn.error").addFilter(guard)
+    config = uvicorn.Config(
+        guard,
         host=settings.HOST,
         port=settings.PORT,
         log_level=settings.LOG_LEVEL,
@@ -27,6 +94,13 @@ def main() -> None:
         access_log=False,
         timeout_graceful_shutdown=settings.SHUTDOWN_GRACE_S,
     )
+    try:
+        Server(config, app, settings).run()
+    except SystemExit:
+        if guard.failure is None:
+            raise
+    if guard.failure is not None:
+        sys.exit(guard.failure.exit_code)
 
 
 if __name__ == "__main__":

@@ -302,18 +302,29 @@ class ObservabilitySettings(BaseSettings):
     SHUTDOWN_GRACE_S: float = Field(
         30.0, ge=0, le=600, description="On SIGTERM, how long in-flight responses may finish."
     )
-    LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
+    LOG_FORMAT: Literal["auto", "json", "text"] = Field(
+        "auto", description="Log lines as JSON or plain text; auto: text on a terminal, JSON otherwise."
+    )
+
+    # --- first run: startup progress (issue 22) ------------------------------------------------------
+    PROGRESS_INTERVAL_S: float = Field(
+        5.0,
+        gt=0,
+        le=600,
+        description="Seconds between progress lines of a download or load in JSON or a file (a terminal "
+        "redraws one line in place).",
+    )
 
 
-class Settings(
-    ServingSettings,
-    LMSettings,
-    TextSettings,
-    CodecSettings,
-    VoiceSettings,
-    InterleaveSettings,
-    AudioSettings,
+class Settings(  # bases in reverse: pydantic lists the last base's fields first
     ObservabilitySettings,
+    AudioSettings,
+    InterleaveSettings,
+    VoiceSettings,
+    CodecSettings,
+    TextSettings,
+    LMSettings,
+    ServingSettings,
 ):
     """Server configuration, read from the environment and an optional ``.env`` file.
 

@@ -18,14 +18,20 @@ from typing import Any
 
 import torch
 
+from app import hub
 from app.core.device import resolve_device, set_current
 from app.core.errors import APIError, BackendError, Unavailable
 from app.core.types import FinishReason
 from app.lm.attention import FP32_SDPA, attention_implementation
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.types import GenerationParams
+from app.observability.progress import transformers_tqdm_hook
+from app.observability.startup_errors import ModelSourceError
 from app.observability.tracing import NOOP_SPAN, SpanLike, start_span
 
+# the files of the official layout fetched from the Hub, and those a directory must hold
+LM_FILES = ("*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*.tiktoken")
+LM_REQUIRED = (("config.json",), ("*.safetensors",), ("tokenizer.json", "tokenizer.model", "vocab.json"))
 GREEDY_BELOW = 1e-5  # temperatures under this sample greedily (vLLM's _SAMPLING_EPS)
 _DTYPES: dict[str, torch.dtype | str] = {
     "auto": "auto",
@@ -84,28 +90,35 @@ def _load(
     model_ref: str, device: torch.device, dtype: torch.dtype | str, attention: str = "sdpa"
 ) -> _LoadedLM:
     """Load tokenizer and model (blocking; run in a worker thread) and build the id maps.
-    ``attention`` is "sdpa" or "sdpa_fp32" (float32 attention, ``app.lm.attention``)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_ref)
+    ``model_ref`` is resolved by ``app.hub`` (a Hub id is downloaded with progress; a directory must hold
+    ``LM_REQUIRED``); transformers' weight-loading bar reports to the current progress task.
+    ``attention`` is "sdpa" or "sdpa_fp32" (float32 attention, ``app.lm.attention``).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+
+    directory = hub.resolve(model_ref, LM_FILES, LM_REQUIRED)
+    transformers_logging.set_tqdm_hook(transformers_tqdm_hook)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
     implementation = attention_implementation(attention)
-    model = AutoModelForCausalLM.from_pretrained(model_ref, dtype=dtype, attn_implementation=implementation)
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, attn_implementation=implementation)
     model = model.to(device).eval()
     ids = tokenizer.convert_tokens_to_ids([f"<|s_{code}|>" for code in range(SPEECH_CODES)])
     missing = [
         code for code, token_id in enumerate(ids) if token_id is None or token_id == tokenizer.unk_token_id
     ]
     if missing:
-        raise ValueError(
+        raise ModelSourceError(
             f"{model_ref}: tokenizer lacks {len(missing)} speech tokens, e.g. <|s_{missing[0]}|>"
         )
     stop_ids = _stop_ids(tokenizer, model)
     if not stop_ids:
-        raise ValueError(f"{model_ref}: tokenizer has neither <|im_end|> nor an EOS token")
+        raise ModelSourceError(f"{model_ref}: tokenizer has neither <|im_end|> nor an EOS token")
     allowed = torch.tensor(ids + stop_ids, dtype=torch.long)
     vocab = model.get_output_embeddings().weight.shape[0]
     if int(allowed.max()) >= vocab:
-        raise ValueError(f"{model_ref}: tokenizer ids exceed the model's {vocab} output logits")
+        raise ModelSourceError(f"{model_ref}: tokenizer ids exceed the model's {vocab} output logits")
     lm_to_allowed = torch.full((vocab,), -1, dtype=torch.long)
     lm_to_allowed[allowed] = torch.arange(len(allowed))
     return _LoadedLM(model, tokenizer, device, allowed.to(device), lm_to_allowed.to(device))

@@ -25,6 +25,8 @@ from app.codec.neucodec.encoder_config import (
     NeuCodecEncoderConfig,
     read_encoder_config,
 )
+from app.hub import download
+from app.observability.startup_errors import ModelSourceError
 
 SAFETENSORS_FILE = "model.safetensors"
 PICKLE_FILE = "pytorch_model.bin"
@@ -49,7 +51,7 @@ _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _SHOWN_KEYS = 8
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ModelSourceError):
     """The checkpoint is missing, unreadable or does not match the decoder's layout."""
 
 
@@ -79,9 +81,7 @@ def _resolve_source(source: str, files: tuple[str, ...]) -> Path:
     if path.exists():
         raise CheckpointError(f"codec source {source!r} is a file; pass the directory that holds it")
     if _REPO_ID_RE.match(source):
-        import huggingface_hub
-
-        return Path(huggingface_hub.snapshot_download(repo_id=source, allow_patterns=list(files)))
+        return download(source, files)
     raise CheckpointError(f"codec source {source!r} is neither a directory nor a Hugging Face repo id")
 
 

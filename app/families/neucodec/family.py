@@ -32,6 +32,7 @@ from app.interleave.service import Interleave, InterleaveTurn
 from app.lm.prompt import estimate_tokens, tts_prompt, vc_prompt
 from app.lm.types import GenerationParams, TokenSource
 from app.observability.metrics import Metrics
+from app.observability.startup import startup_step
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
@@ -219,11 +220,13 @@ class NeuCodecFamily:
         from app.observability import tracing
 
         s = self.settings
-        device = resolve_device(s.DEVICE)
+        async with startup_step("DEVICE", s.DEVICE, "device"):
+            device = resolve_device(s.DEVICE)
         if device.type == "cpu" and s.CODEC_THREADS:
             torch.set_num_threads(s.CODEC_THREADS)
         log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, s.CODEC_DTYPE)
-        decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
+        async with startup_step("CODEC_MODEL", s.CODEC_MODEL, "codec decoder"):
+            decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
         if s.CODEC_DTYPE != "float32":
             decoder.cast(getattr(torch, s.CODEC_DTYPE))
             if device.type == "cpu" and not cpu_has_bf16_matmul():
@@ -235,7 +238,8 @@ class NeuCodecFamily:
         encoder = None
         if s.VC_ENABLED:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
-            encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
+            async with startup_step("CODEC_MODEL", s.CODEC_MODEL, "codec encoder"):
+                encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
         self.codec = CodecWorker(
             decoder,
             device,
@@ -246,7 +250,9 @@ class NeuCodecFamily:
         )
         self.codec.start()
         log.info("starting LM source %s", self.source.name)
-        await self.source.start()
+        lm_setting = "TTS_MODEL" if s.LM_BACKEND == "transformers" else "TTS_API"
+        async with startup_step(lm_setting, getattr(s, lm_setting), "LM"):
+            await self.source.start()
         await self.interleave.start(self.source)
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
         await asyncio.to_thread(importlib.import_module, "scipy.signal")
