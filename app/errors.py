@@ -112,3 +112,11 @@ class RateLimited(APIError):
     status = 429
     type = "rate_limit_error"
     code = "rate_limit_exceeded"
+
+
+class RequestTimeout(APIError):
+    """408: the client did not send the request's headers or the next part of its body in time."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"

@@ -32,6 +32,7 @@ from app.api.errors import ClientDisconnected
 from app.api.schemas import ResponseFormat, SpeechRequest, TextOptions, VCForm
 from app.api.sse import sse_events
 from app.api.uploads import read_reference
+from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable
 from app.audio.post import PostChain, PostOptions
 from app.audio.stitcher import StitchSchedule
@@ -47,6 +48,7 @@ from app.observability.tracing import Attributes, span, start_span, traced_strea
 from app.pipeline import UtteranceStats, synthesize
 from app.registry import RegisteredVoice
 from app.text.normalizer import NormalizeResult
+from app.text.speakable import require_speakable
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +138,9 @@ def stream_attributes(params: GenerationParams, opts: SynthesisOptions, first_to
 class SpeechService:
     """Serves ``POST /v1/audio/speech`` and ``POST /v1/audio/vc`` for one Engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, decoder: ReferenceDecoder) -> None:
         self.engine = engine
+        self.decoder = decoder  # uploaded references are decoded on its own threads (issue 21)
 
     def check_model(self, opts: SynthesisOptions) -> None:
         """404 for a model this server does not serve."""
@@ -153,12 +156,12 @@ class SpeechService:
         return self.engine.voices.resolve(name, [voice.name for voice in registry.voices])
 
     async def speech_text(self, text: str, options: TextOptions, param: str) -> str:
-        """``text`` checked for length, normalized for speech and cleaned of markup (422 if empty)."""
+        """``text`` checked for length (422), normalized for speech and cleaned of markup (400 when
+        nothing speakable is left)."""
         check_input_length(text, self.engine.settings.MAX_INPUT_CHARS, param)
         normalized = await normalize_text(self.engine, text, options, for_speech=True)
         cleaned = clean_text(normalized.output)
-        if not cleaned:
-            raise ValidationFailed(f"{param}: no speakable text after cleaning", param=param)
+        require_speakable(cleaned, param)  # 400: nothing but whitespace, controls, marks, emoji (issue 21)
         return cleaned
 
     def sampling(self, prompt: str, opts: SynthesisOptions) -> GenerationParams:
@@ -201,7 +204,9 @@ class SpeechService:
         check_input_length(form.reference_text, limit, "reference_text")
         check_input_length(form.generate_text, limit, "generate_text")
         with span("vc.load_audio") as loading:
-            reference = await read_reference(self.engine.settings, reference_audio, "reference_audio")
+            reference = await read_reference(
+                self.engine.settings, self.decoder, reference_audio, "reference_audio"
+            )
             loading.set({"audio.samples": len(reference.samples)})
         options = form.text_options()
         reference_text = await self.speech_text(form.reference_text, options, "reference_text")

@@ -14,13 +14,12 @@ discarded first, up to ``DRAIN_BYTES``; nothing is stored. A client that sent ``
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.audio.io import AsyncReadable, ReferenceAudio, load_reference, read_limited
+from app.audio.decoder_pool import ReferenceDecoder
+from app.audio.io import AsyncReadable, ReferenceAudio, read_limited
 from app.config import Settings
 from app.errors import PayloadTooLarge
 
@@ -101,13 +100,10 @@ def install_upload_limit(app: FastAPI, max_file_bytes: int) -> None:
     app.add_exception_handler(UploadTooLarge, on_too_large)  # type: ignore[arg-type]
 
 
-async def read_reference(settings: Settings, upload: AsyncReadable, param: str) -> ReferenceAudio:
-    """Read ``upload`` (413 past MAX_UPLOAD_BYTES), then decode it to 16 kHz mono in a worker thread."""
+async def read_reference(
+    settings: Settings, decoder: ReferenceDecoder, upload: AsyncReadable, param: str
+) -> ReferenceAudio:
+    """Read ``upload`` (413 past MAX_UPLOAD_BYTES), then decode it to 16 kHz mono on the upload
+    decoder's own threads (400 for anything but allowed audio, 503 when every decoder stays busy)."""
     data = await read_limited(upload, settings.MAX_UPLOAD_BYTES, param)
-    return await asyncio.to_thread(
-        load_reference,
-        data,
-        min_s=settings.MIN_REFERENCE_S,
-        max_s=settings.MAX_REFERENCE_S,
-        param=param,
-    )
+    return await decoder.decode(data, param)

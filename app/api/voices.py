@@ -55,7 +55,7 @@ async def register_voice(
     engine = service.engine
     engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
     engine.check_can_encode()
-    reference = await read_reference(engine.settings, audio_sample, "audio_sample")
+    reference = await read_reference(engine.settings, service.decoder, audio_sample, "audio_sample")
     options = TextOptions(language=form.language)
     text = await service.speech_text(form.reference_text, options, "reference_text")
     codes = await engine.reference_codes(reference)
