@@ -17,7 +17,7 @@ import asyncio
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -106,7 +106,12 @@ else:
     HttpToolsHeaderTimeout = _with_deadline(HttpToolsProtocol, "HttpToolsHeaderTimeout")
 
 
-def header_timeout_protocol(timeout_s: float) -> Callable[..., asyncio.Protocol]:
-    """The protocol factory for ``uvicorn.Config(http=...)``: httptools when installed, else h11."""
-    base = HttpToolsHeaderTimeout or H11HeaderTimeout
-    return functools.partial(base, header_timeout_s=timeout_s)
+def header_timeout_protocol(
+    timeout_s: float, implementation: Literal["auto", "h11", "httptools"] = "auto"
+) -> Callable[..., asyncio.Protocol]:
+    """The protocol factory for ``uvicorn.Config(http=...)``; ``auto``: httptools when installed."""
+    if implementation == "h11" or (implementation == "auto" and HttpToolsHeaderTimeout is None):
+        return functools.partial(H11HeaderTimeout, header_timeout_s=timeout_s)
+    if HttpToolsHeaderTimeout is None:
+        raise RuntimeError("httptools is not installed")
+    return functools.partial(HttpToolsHeaderTimeout, header_timeout_s=timeout_s)

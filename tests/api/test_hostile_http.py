@@ -19,6 +19,7 @@ import pytest
 import uvicorn
 
 from app.__main__ import server_options
+from app.api.header_timeout import header_timeout_protocol
 from app.audio import decoder_pool
 from app.audio.io import ReferenceAudio
 from app.config import Settings
@@ -35,12 +36,24 @@ SDP = (
     b"m=audio 5004 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n"
 )
 CONCAT = b"ffconcat version 1.0\nfile private_recording.wav\n"
+HTTP_IMPLEMENTATIONS = ["httptools", "h11"]
+
+
+def sdp_on_a_free_port() -> bytes:
+    """SDP of an RTP session on a UDP port free now (each hostile upload its own, or they collide)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return SDP.replace(b"5004", str(port).encode())
 
 
 @asynccontextmanager
-async def serve_as_main(settings: Settings) -> AsyncIterator[str]:
-    """``create_app(settings)`` under uvicorn with the options ``python -m app`` uses, on a free port."""
+async def serve_as_main(settings: Settings, http: str = "auto") -> AsyncIterator[str]:
+    """``create_app(settings)`` under uvicorn with the options ``python -m app`` uses, on a free port
+    (``http``: the HTTP/1.1 implementation under the header timeout, ``auto`` as in production)."""
     options = server_options(settings) | {"host": "127.0.0.1", "port": 0, "log_level": "warning"}
+    if http != "auto":
+        options["http"] = header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S, http)  # type: ignore[arg-type]
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
     task = asyncio.create_task(server.serve())
     while not server.started:
@@ -131,7 +144,8 @@ async def test_six_hostile_uploads_leave_a_concurrent_stream_on_time(url: str) -
         await first_audio_s(client)  # warm-up
         baseline = statistics.median([await first_audio_s(client) for _ in range(3)])
         uploads = [
-            asyncio.create_task(upload(client, VOICES if i % 2 else VC, SDP, name=f"v{i}")) for i in range(6)
+            asyncio.create_task(upload(client, VOICES if i % 2 else VC, sdp_on_a_free_port(), name=f"v{i}"))
+            for i in range(6)
         ]
         await asyncio.sleep(0.2)
         during = await first_audio_s(client)
@@ -208,11 +222,12 @@ async def test_a_stalled_body_gets_408_and_frees_its_stream_slot(
             assert (await client.post(SPEECH, json=body(stream=False))).status_code == 200
 
 
+@pytest.mark.parametrize("http", HTTP_IMPLEMENTATIONS)
 async def test_stalled_headers_get_408_and_the_connection_closes(
-    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path, http: str
 ) -> None:
     settings = settings_for(tiny_codec_dir, fake_vllm, tmp_path, HEADER_READ_TIMEOUT_S=0.5)
-    async with serve_as_main(settings) as base:
+    async with serve_as_main(settings, http) as base:
         started = time.perf_counter()
         reply = await exchange(base, f"POST {SPEECH} HTTP/1.1\r\nhost: x\r\ncontent-".encode(), wait_s=5.0)
         assert reply.startswith(b"HTTP/1.1 408 ") and b'"code": "request_timeout"' in reply
@@ -246,6 +261,18 @@ async def test_json_bodies_over_the_cap_are_413_before_being_read(
     assert len(fake_vllm.requests) == 1
 
 
+@pytest.mark.parametrize("http", HTTP_IMPLEMENTATIONS)
+async def test_a_413_reaches_a_client_that_writes_its_whole_body_first(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path, http: str
+) -> None:
+    """The cap answers from the header alone; the body is drained first so the answer is not reset."""
+    settings = settings_for(tiny_codec_dir, fake_vllm, tmp_path, MAX_JSON_BODY_BYTES=4096)
+    huge = b'{"input": "hi", "padding": "' + b"x" * 16_000_000 + b'"}'
+    async with serve_as_main(settings, http) as base:
+        reply = await asyncio.to_thread(_write_all_then_read, base, SPEECH, huge, "application/json")
+    assert reply.startswith(b"HTTP/1.1 413 ") and b'"code":"payload_too_large"' in reply, reply[:300]
+
+
 def _multipart(fields: list[tuple[str, bytes]], boundary: str = "hostileboundary") -> bytes:
     parts = [
         f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode() + value + b"\r\n"
@@ -254,11 +281,13 @@ def _multipart(fields: list[tuple[str, bytes]], boundary: str = "hostileboundary
     return b"".join(parts) + f"--{boundary}--\r\n".encode()
 
 
-def _write_all_then_read(base: str, path: str, payload: bytes) -> bytes:
+def _write_all_then_read(
+    base: str, path: str, payload: bytes, content_type: str = "multipart/form-data; boundary=hostileboundary"
+) -> bytes:
     """A client that writes its whole body before reading the answer (blocking socket)."""
     parts = urlsplit(base)
     head = (
-        f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: multipart/form-data; boundary=hostileboundary\r\n"
+        f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: {content_type}\r\n"
         f"content-length: {len(payload)}\r\n\r\n"
     ).encode()
     assert parts.hostname is not None and parts.port is not None
@@ -276,17 +305,24 @@ def _write_all_then_read(base: str, path: str, payload: bytes) -> bytes:
 @pytest.mark.parametrize(
     "fields",
     [
-        [("reference_text", b"hi")] * 1500 + [("padding", b"p" * 4_000_000)],
-        [("reference_text", b"t" * 3_000_000), ("padding", b"p" * 4_000_000)],
-        [(f"n{'x' * 200_000}", b"v"), ("padding", b"p" * 4_000_000)],
+        [("reference_text", b"hi")] * 1500 + [("padding", b"p" * 16_000_000)],
+        [("reference_text", b"t" * 3_000_000), ("padding", b"p" * 16_000_000)],
+        [(f"n{'x' * 200_000}", b"v"), ("padding", b"p" * 16_000_000)],
     ],
     ids=["too_many_fields", "huge_field", "huge_field_name"],
 )
 @pytest.mark.parametrize("path", [VOICES, VC])
+@pytest.mark.parametrize("http", HTTP_IMPLEMENTATIONS)
 async def test_multipart_limit_errors_reach_a_client_that_writes_its_whole_body_first(
-    url: str, path: str, fields: list[tuple[str, bytes]]
+    tiny_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    tmp_path: Path,
+    http: str,
+    path: str,
+    fields: list[tuple[str, bytes]],
 ) -> None:
-    reply = await asyncio.to_thread(_write_all_then_read, url, path, _multipart(fields))
+    async with serve_as_main(settings_for(tiny_codec_dir, fake_vllm, tmp_path), http) as base:
+        reply = await asyncio.to_thread(_write_all_then_read, base, path, _multipart(fields))
     assert reply.startswith((b"HTTP/1.1 400 ", b"HTTP/1.1 422 ")), reply[:300]
     assert b'"error"' in reply
 
