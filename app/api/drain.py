@@ -41,10 +41,12 @@ class BodyProgress:
 
 
 async def drain(receive: Receive, progress: BodyProgress, budget: int) -> bool:
-    """Read and discard the body up to ``budget`` bytes; True when it ended within them."""
+    """Read (from ``receive``, noting each message in ``progress``) and discard the body up to
+    ``budget`` bytes; True when it ended within them."""
     try:
         while not progress.complete:
             message = await receive()
+            progress.saw(message)
             budget -= len(message.get("body", b""))
             if budget < 0 and not progress.complete:
                 return False
@@ -75,7 +77,7 @@ class DrainMiddleware:
         async def draining_send(message: Message) -> None:
             failing = message["type"] == "http.response.start" and message["status"] >= 400
             if failing and not progress.complete:
-                drained = progress.should_drain() and await drain(tracked_receive, progress, self.budget)
+                drained = progress.should_drain() and await drain(receive, progress, self.budget)
                 if not drained:
                     message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
             await send(message)
