@@ -36,4 +36,5 @@ USER tts
 EXPOSE 9091
 HEALTHCHECK --interval=15s --timeout=5s --start-period=180s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ['PORT'], timeout=4)"]
-CMD ["sh", "-c", "exec uvicorn --factory app.main:create_app --host \"$HOST\" --port \"$PORT\" --workers \"$WORKERS\" --log-level \"$LOG_LEVEL\""]
+# The app's own entry point, as `make serve`: JSON logs, SHUTDOWN_GRACE_S, header timeout, WORKERS (README "Security")
+CMD ["python", "-m", "app"]

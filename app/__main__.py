@@ -1,4 +1,4 @@
-"""``python -m app``: serve with uvicorn on HOST:PORT from the settings.
+"""``python -m app``: serve with uvicorn on HOST:PORT from the settings (the container runs this too).
 
 Logging is configured here (LOG_FORMAT, LOG_LEVEL), for the whole process; uvicorn's own access log is
 off because the app writes one access line per request. On SIGTERM (or Ctrl-C) uvicorn stops
@@ -9,6 +9,9 @@ A setting that does not validate ends the process with one line per setting (exi
 that fails (a model that cannot be found or loaded, a device that is not there) with the one line of
 ``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once (130). Once the server listens it
 logs one "ready" line with a curl example.
+A connection that does not send its request headers within HEADER_READ_TIMEOUT_S is closed (408).
+WORKERS > 1 starts that many processes; each configures its logging and builds its own app (the
+one-line startup errors and the ready line are those of a single process).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ import os
 import socket
 import sys
 from types import FrameType
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
+from app.api.header_timeout import header_timeout_protocol
 from app.config import Settings
 from app.main import create_app
 from app.observability.logging import configure_logging
@@ -31,6 +36,26 @@ from app.observability.startup_errors import INVALID_SETTINGS, settings_problems
 from app.synthesis.engine import Engine
 
 log = logging.getLogger("app.startup")
+
+
+def server_options(settings: Settings) -> dict[str, Any]:
+    """The uvicorn settings this server runs with (besides the app), from ``settings``."""
+    return {
+        "host": settings.HOST,
+        "port": settings.PORT,
+        "log_level": settings.LOG_LEVEL,
+        "log_config": None,
+        "access_log": False,
+        "timeout_graceful_shutdown": settings.SHUTDOWN_GRACE_S,
+        "http": header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S),
+    }
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process (``WORKERS`` > 1): logging configured in that process."""
+    settings = Settings()
+    configure_logging(settings)
+    return create_app(settings)
 
 
 class Server(uvicorn.Server):
@@ -82,18 +107,15 @@ def main() -> None:
             print(line, file=sys.stderr)
         sys.exit(INVALID_SETTINGS)
     configure_logging(settings)
+    if settings.WORKERS > 1:
+        uvicorn.run(
+            "app.__main__:worker_app", factory=True, workers=settings.WORKERS, **server_options(settings)
+        )
+        return
     app = create_app(settings)
     guard = StartupGuard(app)
     logging.getLogger("uvicorn.error").addFilter(guard)
-    config = uvicorn.Config(
-        guard,
-        host=settings.HOST,
-        port=settings.PORT,
-        log_level=settings.LOG_LEVEL,
-        log_config=None,
-        access_log=False,
-        timeout_graceful_shutdown=settings.SHUTDOWN_GRACE_S,
-    )
+    config = uvicorn.Config(guard, **server_options(settings))
     try:
         Server(config, app, settings).run()
     except SystemExit:

@@ -333,6 +333,26 @@ class Settings(  # bases in reverse: pydantic lists the last base's fields first
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=True)
 
+    # --- hostile input (issue 21): upload decoding, edge timeouts, body caps, processes -------------
+    UPLOAD_DECODE_THREADS: int = Field(
+        2, ge=1, le=64, description="Threads that decode uploaded audio (their own pool, not the shared one)."
+    )
+    UPLOAD_DECODE_TIMEOUT_S: float = Field(
+        10.0, gt=0, le=300, description="Longest one upload decode may take (400) or wait for a thread (503)."
+    )
+    MAX_JSON_BODY_BYTES: int = Field(
+        1048576, ge=1024, description="Largest request body of the non-upload routes; beyond it 413."
+    )
+    HEADER_READ_TIMEOUT_S: float = Field(
+        10.0, gt=0, le=300, description="Time a connection has to send a request's headers (408, closed)."
+    )
+    BODY_READ_TIMEOUT_S: float = Field(
+        30.0, gt=0, le=600, description="Longest wait for the next part of a request body (408, slot freed)."
+    )
+    WORKERS: int = Field(
+        1, ge=1, le=64, description="Processes `python -m app` starts, each with its own engine."
+    )
+
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod
     def _lower_log_level(cls, value: object) -> object:

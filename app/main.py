@@ -17,9 +17,11 @@ from fastapi import FastAPI
 from app.api import catalog, health, interleave, normalize, ops, speech, vc, voices
 from app.api.admission import Admission, AdmissionMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware
+from app.api.edge import install_edge
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
 from app.api.uploads import install_upload_limit
+from app.audio.decoder_pool import ReferenceDecoder
 from app.config import Settings
 from app.core.routes import SYNTHESIS_PATHS
 from app.observability.metrics import Metrics
@@ -48,13 +50,20 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
         tracing.start()
         eng = engine if engine is not None else Engine.from_settings(settings, metrics)
         app.state.engine = eng
-        app.state.speech = SpeechService(eng)
+        decoder = ReferenceDecoder(
+            threads=settings.UPLOAD_DECODE_THREADS,
+            timeout_s=settings.UPLOAD_DECODE_TIMEOUT_S,
+            min_s=settings.MIN_REFERENCE_S,
+            max_s=settings.MAX_REFERENCE_S,
+        )
+        app.state.speech = SpeechService(eng, decoder)
         app.state.started_at = int(time.time())
         try:
             await eng.start()
             log.info("engine ready: models %s", ", ".join(eng.model_ids()))
             yield
         finally:
+            decoder.close()
             await eng.close()
             await asyncio.to_thread(tracing.shutdown)
             log.info("engine closed")
@@ -73,6 +82,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     )
     app.add_middleware(AdmissionMiddleware, admission=admission)
     app.add_middleware(AuthMiddleware, keys=api_keys)
+    install_edge(app, settings)
     app.add_middleware(RequestIdMiddleware)
     app.add_middleware(RequestMiddleware, tracing=tracing, metrics=metrics)
     tracing.install(app)  # outermost: the server span covers everything below

@@ -235,3 +235,43 @@ def test_no_requirement_or_module_depends_on_torchaudio() -> None:
         assert "torchaudio" not in _pins(path.read_text()), path
     for path in (ROOT / "app").rglob("*.py"):
         assert not re.search(r"^\s*(import|from) torchaudio", path.read_text(), re.MULTILINE), path
+
+
+def test_the_container_runs_the_app_entry_point() -> None:
+    """``python -m app`` (JSON logs, SHUTDOWN_GRACE_S, header timeout, WORKERS), not bare uvicorn."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    commands = re.findall(r"^CMD (.+)$", dockerfile, re.MULTILINE)
+    assert commands and json.loads(commands[-1]) == ["python", "-m", "app"]
+    assert "uvicorn" not in commands[-1]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_python_m_app_serves_with_the_settings(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    import functools
+    import pickle
+
+    import app.__main__ as entry
+    from app.api.header_timeout import HeaderDeadline
+
+    calls: list[tuple[object, dict[str, Any]]] = []
+    monkeypatch.setattr(entry.uvicorn, "run", lambda app, **options: calls.append((app, options)))
+    monkeypatch.setattr(entry, "configure_logging", lambda settings: calls.append(("logging", {})))
+    for name, value in {
+        "WORKERS": str(workers),
+        "SHUTDOWN_GRACE_S": "7",
+        "HEADER_READ_TIMEOUT_S": "4",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LM_BACKEND", "http")
+    entry.main()
+    assert calls[0][0] == "logging"
+    target, options = calls[1]
+    assert options["timeout_graceful_shutdown"] == 7 and options["access_log"] is False
+    protocol = options["http"]
+    assert isinstance(protocol, functools.partial) and issubclass(protocol.func, HeaderDeadline)
+    assert protocol.keywords == {"header_timeout_s": 4}
+    assert pickle.loads(pickle.dumps(protocol)).keywords == protocol.keywords, "workers receive it pickled"
+    if workers == 1:
+        assert not isinstance(target, str)
+    else:
+        assert (target, options["factory"], options["workers"]) == ("app.__main__:worker_app", True, 3)

@@ -1,4 +1,4 @@
-"""Admission control for the synthesis routes: at most MAX_CONCURRENT_STREAMS responses at once.
+"""Admission control for the synthesis and upload routes: at most MAX_CONCURRENT_STREAMS at once.
 
 Beyond that a request waits in a bounded FIFO queue (MAX_QUEUED_STREAMS) for up to QUEUE_WAIT_S; a
 full queue or a wait that runs out is answered 429 with ``Retry-After`` and the OpenAI error body.
@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.errors import RateLimited
-from app.core.routes import SYNTHESIS_PATHS
+from app.core.routes import ADMITTED_PATHS
 from app.observability.metrics import Metrics
 
 
@@ -82,14 +82,14 @@ class Admission:
 
 
 class AdmissionMiddleware:
-    """Holds a slot around each synthesis request, 429 when none is available."""
+    """Holds a slot around each synthesis or voice-registration request, 429 when none is available."""
 
     def __init__(self, app: ASGIApp, admission: Admission) -> None:
         self.app = app
         self.admission = admission
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in SYNTHESIS_PATHS:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in ADMITTED_PATHS:
             await self.app(scope, receive, send)
             return
         try:

@@ -130,3 +130,11 @@ class RateLimited(APIError):
 
 class ClientDisconnected(Exception):
     """The client went away before the response started; there is nobody to answer."""
+
+
+class RequestTimeout(APIError):
+    """408: the client did not send the request's headers or the next part of its body in time."""
+
+    status = 408
+    type = "invalid_request_error"
+    code = "request_timeout"

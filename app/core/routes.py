@@ -21,7 +21,7 @@ SYNTHESIS_PATHS = frozenset({SPEECH, VC})
 """Routes that stream audio: admission control, first-audio metrics and the OpenAPI audio docs."""
 UPLOAD_PATHS = frozenset({VC, VOICES})
 """Routes that take a multipart audio upload: the upload size cap."""
-ENCODE_PATHS = frozenset({VC, VOICES})
-"""Routes that encode a reference clip on the device."""
+ADMITTED_PATHS = SYNTHESIS_PATHS | {VOICES}
+"""POSTs that hold a stream slot: synthesis, and voice registration (it decodes and encodes a clip)."""
 UNTRACED_PATHS = (HEALTH, READY, METRICS, DOCS, "/openapi.json", "/docs", "/favicon.ico")
 """Probe and documentation routes that get no server span."""

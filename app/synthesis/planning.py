@@ -20,6 +20,7 @@ from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
 from app.text.normalizer import NormalizeResult
+from app.text.speakable import require_speakable
 
 T = TypeVar("T")
 
@@ -92,12 +93,12 @@ async def normalize_text(engine: Engine, text: str, options: TextFields, for_spe
 
 
 async def speech_text(engine: Engine, text: str, options: TextFields, param: str) -> str:
-    """``text`` checked for length, normalized for speech and cleaned of markup (422 if empty)."""
+    """``text`` checked for length (422), normalized for speech and cleaned of markup (400 when
+    nothing speakable is left: whitespace, controls, marks or emoji only)."""
     check_input_length(text, engine.settings.MAX_INPUT_CHARS, param)
     normalized = await normalize_text(engine, text, options, for_speech=True)
     cleaned = clean_text(normalized.output)
-    if not cleaned:
-        raise ValidationFailed(f"{param}: no speakable text after cleaning", param=param)
+    require_speakable(cleaned, param)
     return cleaned
 
 

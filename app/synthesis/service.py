@@ -18,6 +18,7 @@ from typing import Protocol, TypeVar
 import anyio
 import numpy as np
 
+from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable, ReferenceAudio
 from app.audio.post import PostChain
 from app.core.errors import BackendError, ClientDisconnected
@@ -132,8 +133,9 @@ class Synthesis:
 class SpeechService:
     """Serves speech, voice conversion and voice registration for one Engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, decoder: ReferenceDecoder) -> None:
         self.engine = engine
+        self.decoder = decoder  # uploaded references are decoded on its own threads
 
     async def speech(
         self,
@@ -183,14 +185,14 @@ class SpeechService:
         engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
         engine.require(family, reference_voice=True)
         family.check_can_encode()
-        reference = await read_reference(engine.settings, audio_sample, "audio_sample")
+        reference = await read_reference(engine.settings, self.decoder, audio_sample, "audio_sample")
         text = await speech_text(engine, form.reference_text, _LanguageOnly(form.language), "reference_text")
         codes = await family.encode_reference(reference.samples, reference.digest)
         return await engine.registry.add(form.name, text, codes, form.consent)
 
     async def _read(self, upload: AsyncReadable, param: str) -> ReferenceAudio:
         with span("vc.load_audio") as loading:
-            reference = await read_reference(self.engine.settings, upload, param)
+            reference = await read_reference(self.engine.settings, self.decoder, upload, param)
             loading.set({"audio.samples": len(reference.samples)})
         return reference
 

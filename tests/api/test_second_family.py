@@ -15,6 +15,7 @@ import numpy as np
 import pyloudnorm
 import pytest
 
+from app.audio.decoder_pool import ReferenceDecoder
 from app.main import create_app
 from app.synthesis.engine import Engine
 from app.synthesis.service import SpeechService
@@ -147,6 +148,7 @@ async def test_capabilities_the_family_lacks_are_400s(
 
 async def test_a_client_that_leaves_stops_the_family_stream(served: tuple[str, ToneFamily]) -> None:
     url, tone = served
+    tone.frame_delay_s = 0.02  # 100 frames in 2 s: still running when the client leaves
     long_text = " ".join(["word"] * 25)  # 100 frames, 8 s
     client = httpx.AsyncClient(timeout=20)
     async with client, client.stream("POST", url + SPEECH, json=speech(input=long_text)) as response:
@@ -170,7 +172,9 @@ async def test_the_service_runs_without_a_socket(tiny_codec_dir: Path, fake_vllm
     await engine.start()
     try:
         stats = UtteranceStats()
-        synthesis = await SpeechService(engine).speech(SpeechRequest(**speech(response_format="wav")), stats)
+        synthesis = await SpeechService(
+            engine, ReferenceDecoder(threads=1, timeout_s=10, min_s=1, max_s=30)
+        ).speech(SpeechRequest(**speech(response_format="wav")), stats)
         body = b"".join([part async for part in synthesis.encoded()])
     finally:
         await engine.close()

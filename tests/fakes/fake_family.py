@@ -24,10 +24,11 @@ MODEL = "tone-tts"
 class ToneUtterance:
     """``frames`` chunks of a 220 Hz (voice "low") or 440 Hz ("high") sine; closing stops it."""
 
-    def __init__(self, job: SpeechJob, frames: int, hz: float) -> None:
+    def __init__(self, job: SpeechJob, frames: int, hz: float, frame_delay_s: float = 0.0) -> None:
         self.job = job
         self.frames = frames
         self.hz = hz
+        self.frame_delay_s = frame_delay_s
         self.closed_early = False
 
     def attributes(self) -> Attributes:
@@ -38,20 +39,22 @@ class ToneUtterance:
 
     async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
         stats.prompt_tokens = len(self.job.text.split())
+        made = 0
         try:
             for frame in range(self.frames):
-                await asyncio.sleep(0)
+                await asyncio.sleep(self.frame_delay_s)
                 t = (np.arange(CHUNK) + frame * CHUNK) / RATE
                 chunk = (0.1 * np.sin(2 * np.pi * self.hz * t)).astype(np.float32)
                 stats.codes += 1
                 stats.tokens.append(frame)
                 stats.samples += chunk.size
+                made += 1
                 yield chunk
             stats.finish_reason = "stop"
-        except GeneratorExit:
-            self.closed_early = True
-            stats.finish_reason = "cancelled"
-            raise
+        finally:  # closed (GeneratorExit) or cancelled (CancelledError) before its last frame
+            if made < self.frames:
+                self.closed_early = True
+                stats.finish_reason = "cancelled"
 
 
 class ToneFamily:
@@ -64,6 +67,7 @@ class ToneFamily:
         self.voices = VoiceCatalog(("low", "high"), "low", {"deep": "low"})
         self.defaults = Sampling(max_tokens=100, temperature=1.0, repetition_penalty=1.0)
         self.frames_per_word = frames_per_word
+        self.frame_delay_s = 0.0  # pacing of each 80 ms frame (0: as fast as it can)
         self.started = False
         self.closed = False
         self.jobs: list[SpeechJob] = []
@@ -86,7 +90,7 @@ class ToneFamily:
             raise InvalidRequest("this family will not say that", param="input")
         self.jobs.append(job)
         frames = min(job.sampling.max_tokens, self.frames_per_word * len(job.text.split()))
-        utterance = ToneUtterance(job, frames, 220.0 if job.voice == "low" else 440.0)
+        utterance = ToneUtterance(job, frames, 220.0 if job.voice == "low" else 440.0, self.frame_delay_s)
         self.utterances.append(utterance)
         return utterance
 
