@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.text.spoken import detect_language, normalize_spoken
-from bench.normalizer_corpus import CORPUS, ENTITY_TYPES, LANGUAGES, Case
+from bench.normalizer_corpus import BATCHES, CORPUS, ENTITY_TYPES, LANGUAGES, Case
 
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
@@ -203,10 +203,21 @@ def score(outputs: list[str], cases: list[Case]) -> dict[str, object]:
         for r in rows
         if not r["exact"]
     ]
+    by_batch = {
+        batch: {
+            "all": summary([r for r in rows if r["case"].batch == batch]),  # type: ignore[attr-defined]
+            "by_language": {
+                lang: summary([r for r in rows if (r["case"].batch, r["case"].language) == (batch, lang)])  # type: ignore[attr-defined]
+                for lang in LANGUAGES
+            },
+        }
+        for batch in BATCHES
+    }
     return {
         "all": summary(rows),
         "by_language": by_language,
         "by_entity": by_entity,
+        "by_batch": by_batch,
         "disagreements": disagreements,
     }
 
@@ -280,6 +291,19 @@ def table(result: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def batch_table(result: dict[str, object]) -> str:
+    """Exact agreement of each batch, per language (Markdown): "n/total" and the rate."""
+    by_batch: dict[str, dict[str, dict]] = result["by_batch"]  # type: ignore[assignment]
+    lines = ["| Batch | " + " | ".join(LANGUAGES) + " | all |", "|---|" + "---|" * (len(LANGUAGES) + 1)]
+    for batch in BATCHES:
+        cells = []
+        for row in [*(by_batch[batch]["by_language"][lang] for lang in LANGUAGES), by_batch[batch]["all"]]:
+            hits = round(row["exact"] * row["n"])
+            cells.append(f"{hits}/{row['n']} ({_pct(row['exact'])})" if row["n"] else "-")
+        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def entity_table(result: dict[str, object]) -> str:
     """Exact agreement per entity type (Markdown)."""
     by_entity: dict[str, dict[str, float]] = result["by_entity"]  # type: ignore[assignment]
@@ -340,6 +364,9 @@ def report(spoken: dict[str, object], llm: dict[str, object] | None, header: str
         "Language detection (sentences of one language): "
         + ", ".join(f"{lang} {_pct(v)}" for lang, v in detection.items())
         + ".\n",
+        "### Per batch (exact)\n",
+        batch_table(spoken),
+        "",
         "### Speed\n",
         f"Per sentence: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs, mean {speed['mean']:.1f} µs, "
         f"max {speed['max']:.1f} µs. Reference loop `sum(range(1000))`: "
@@ -370,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     llm = run_llm() if args.llm else None
     REPORT.write_text(report(spoken, llm, HEADER), encoding="utf-8")
     print(table(spoken))
+    print("\nper batch (exact):\n" + batch_table(spoken))
     speed: dict[str, float] = spoken["speed_us"]  # type: ignore[assignment]
     print(
         f"\nspeed: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs per sentence "
