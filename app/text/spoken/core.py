@@ -53,7 +53,7 @@ _NO_SENTENCE_END = frozenset((
 _MONTH_GROUP = {"ndate": "nm", "mdate": "fm"}
 # entities whose own spelling is Malay: "ke-3"
 _OWN = {"ke": "ms"}
-_LATIN_TAIL = re.compile(r"[A-Za-z0-9]+$")
+_LATIN_TAIL = re.compile(r"[A-Za-z0-9.]+$")
 _TAMIL_SUFFIX = re.compile(r"[\u0b80-\u0bff]+")
 
 
@@ -86,6 +86,8 @@ def _candidates(text: str) -> list[int]:
             continue
         found.add(start)
         glued = _back(text, start, _EMAIL_GLUE if anchor.group() == "@" else _GLUE)
+        if glued == start >= 2 and text[start - 1] == "/" and text[start - 2].isupper():
+            glued = _back(text, start - 1, _GLUE)  # "INV/2025/00123"
         found.add(glued)
         if glued >= 2 and text[glued - 1] == " ":
             word_start = _back(text, glued - 1, _GLUE)
@@ -168,7 +170,8 @@ def _sentence_starts(text: str) -> list[int]:
     for end in _SENTENCE_END.finditer(text):
         dot = end.start()
         if text[dot] == ".":
-            word = text[text.rfind(" ", 0, dot) + 1 : dot]
+            word = _LATIN_TAIL.search(text, max(0, dot - 16), dot)
+            word = word.group() if word and word.end() == dot else text[text.rfind(" ", 0, dot) + 1 : dot]
             if len(word) <= 1 or "." in word or word in _NO_SENTENCE_END:
                 continue
         starts.append(end.end())

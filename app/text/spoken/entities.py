@@ -21,6 +21,7 @@ from app.text.spoken.lang_zh import MEASURE_WORDS
 from app.text.spoken.patterns import (
     CURRENCIES,
     DIGIT_CUES,
+    HB_DATE,
     MONTHS,
     PER_UNITS,
     PHONE_CUES,
@@ -52,6 +53,7 @@ _DATE_CUES = frozenset((
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
 _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
+_DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
 _RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
 _WORDS = re.compile(r"[A-Za-z]+")
@@ -176,6 +178,8 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return spoken, m.end()
 
 
+_LONG_DIGITS = re.compile(r"\d{5}")
+_VERSION_WORDS = frozenset(("version", "versi", "ver"))
 _TAG_RUN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[_.]")
 
 
@@ -199,7 +203,11 @@ def _tag_parts(sp: Speaker, body: str) -> list[str]:
 
 
 def _tag(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """#PromoDeepavali2025 -> "hashtag Promo Deepavali twenty twenty five" ("hashtag" in every language)."""
+    """#PromoDeepavali2025 -> "hashtag Promo Deepavali twenty twenty five" ("hashtag" in every language);
+    an order or ticket number ("Order #A12345", "#INV20250012") is read as a number."""
+    previous = _previous_words(text, m.start(), 1)
+    if (previous and previous[0].lower() in DIGIT_CUES) or _LONG_DIGITS.search(m["tg"]):
+        return _id_parts(sp, m["tg"]), m.end()
     return sp.join(["hashtag", *_tag_parts(sp, m["tg"])]), m.end()
 
 
@@ -209,8 +217,15 @@ def _mention(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _version(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """v4.3 -> "version four point three", v1.12.7 -> "versi satu titik dua belas titik tujuh"."""
-    return sp.version((m["vv"] or m["vV"]).split(".")), m.end()
+    """v4.3 -> "version four point three", v1.12.7 -> "versi satu titik dua belas titik tujuh"; no second
+    version word when the text already has one next to it ("v2.0版本", "version v2")."""
+    parts = (m["vv"] or m["vV"]).split(".")
+    after = text[m.end() : m.end() + 12].lstrip()
+    if after.startswith((sp.version_word, "版本", "பதிப்பு")) or _version_context(
+        text, m.start(), _VERSION_WORDS
+    ):
+        return sp.dotted(parts), m.end()
+    return sp.version(parts), m.end()
 
 
 def _plate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -224,8 +239,14 @@ def _hbdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if not 1 <= day <= 31:
         return _fallback(sp, m.group()), m.end()
     month = MONTHS[m["hm"]] if m["hm"] else None
-    spoken = sp.day_of_month(day, month, int(m["hy"]) if m["hy"] else None)
-    return spoken + _dot_kept(m.group(), text, m.end()), m.end()
+    spoken, end = sp.day_of_month(day, month, int(m["hy"]) if m["hy"] else None), m.end()
+    dash = _RANGE_DASH.match(text, end) if not month else None
+    second = HB_DATE.match(text, dash.end()) if dash else None
+    if second and 1 <= int(second["hd"]) <= 31:  # "10hb-12hb Mac"
+        month = MONTHS[second["hm"]] if second["hm"] else None
+        last = sp.day_of_month(int(second["hd"]), month, int(second["hy"]) if second["hy"] else None)
+        spoken, end = sp.range(spoken, last), second.end()
+    return spoken + _dot_kept(text[m.start() : end], text, end), end
 
 
 def road_number(m: re.Match[str], sp: Speaker) -> str:
@@ -243,16 +264,21 @@ def road_number(m: re.Match[str], sp: Speaker) -> str:
     return sp.join(parts)
 
 
-def _hash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+def _id_parts(sp: Speaker, written: str) -> str:
+    """An id after "#" or "No.": letters spelled, numbers of up to three digits whole, longer ones one by one."""
     parts = []
-    for run in _ALNUM_RUN.findall(m["hv"]):
+    for run in _ALNUM_RUN.findall(written):
         if not run.isdigit():
             parts.append(_spell(sp, run))
         elif run[0] == "0" or len(run) >= 4:
             parts.append(sp.digits(run))
         else:
             parts.append(sp.cardinal(int(run)))
-    spoken = sp.number_template.format(n=sp.join(parts))
+    return sp.number_template.format(n=sp.join(parts))
+
+
+def _hash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    spoken = _id_parts(sp, m["hv"])
     if m["hno"] and m["hno"][0] == "N" and sp.code in ("en", "ms"):
         spoken = spoken[0].upper() + spoken[1:]
     return spoken, m.end()
@@ -288,7 +314,7 @@ def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         day, month, year = int(m["d1"]), int(m["m1"]), int(m["y1"])
         if len(m["y1"]) == 2:
             year += 2000 if year < 50 else 1900
-    else:
+    else:  # year first: 2026-09-12, 2026/09/12
         day, month, year = int(m["id"]), int(m["im"]), int(m["iy"])
     if not (1 <= day <= 31 and 1 <= month <= 12):
         return _fallback(sp, m.group()), m.end()
@@ -342,9 +368,10 @@ def _sentence_start(text: str, start: int) -> int:
 
 def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     spoken, end = sp.time(*_clock(m)), m.end()
-    dash = _RANGE_DASH.match(text, end)
+    dash = _DAYPART_DASH.match(text, end)
     second = TIME.match(text, dash.end()) if dash else None
-    if second:
+    if second:  # "9am-5pm", "8:00 pagi - 5:00 petang"
+        spoken = sp.join([spoken, dash["part"] or ""])
         spoken, end = sp.range(spoken, sp.time(*_clock(second))), second.end()
     return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
 
@@ -427,7 +454,10 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
         return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
     counted = _counted(sp, high, text, m.start(), m.end())
-    return sp.range(_counted(sp, low, text, m.start(), m.end()), counted), m.end()
+    spoken = sp.range(_counted(sp, low, text, m.start(), m.end()), counted)
+    if sp.code == "ms" and high.isdigit() and 1 <= int(high) <= 12 and _MALAY_CLOCK.match(text, m.end()):
+        spoken = _pukul(sp, text, m.start()) + spoken  # "2-4 petang"
+    return spoken, m.end()
 
 
 def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -471,13 +501,13 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.cardinal(int(value)), end
 
 
-def _version_context(text: str, start: int) -> bool:
-    """A version word ("version", "versi", 版本, பதிப்பு) just before a dotted number at ``start``."""
+def _version_context(text: str, start: int, cues: frozenset[str] = VERSION_CUES) -> bool:
+    """A version word ("version", "versi", 版本, பதிப்பு; or a word of ``cues``) just before ``start``."""
     before = text[max(0, start - 12) : start]
     if before.endswith(("版本", "பதிப்பு ", "பதிப்பு")):
         return True
     word = _WORDS.findall(before)[-1:]
-    return bool(word) and word[0].lower() in VERSION_CUES and before.rstrip(" .")[-len(word[0]) :] == word[0]
+    return bool(word) and word[0].lower() in cues and before.rstrip(" .")[-len(word[0]) :] == word[0]
 
 
 def _year_context(text: str, start: int) -> bool:

@@ -70,7 +70,7 @@ diambil kaunter dibuka juruteknik waktu melawat talian beroperasi isnin selasa r
 bekalan terganggu semula penjejakan nyatakan aduan luput permohonan dimasukkan ditutup hadir pelarasan suhu
 gambar kongsi menang ikuti maklumat gangguan gunakan semasa membuat pembelian alamat baharu terletak keluasan
 laju kawasan pemanggil barisan ansuran percubaan sambutan ulang aplikasi tersedia masalah dibaiki pinjaman
-minit wang duit sekejap pihak kerajaan naik kereta motosikal lori teksi
+minit wang duit sekejap pihak kerajaan naik motosikal lori teksi mesyuarat seksyen
 """.split()  # noqa: SIM905
 )
 

@@ -14,7 +14,7 @@ import re
 from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
-    "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "LETTER_ENTITY", "MONTHS",
+    "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY", "MONTHS",
     "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "ROAD_NUMBER",
     "ROAD_WORDS", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES",
 ]  # fmt: skip
@@ -92,6 +92,11 @@ _DASH = r"\s?[-–]\s?"
 _URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
 _URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
 
+# a Malay day of the month, "3hb Ogos", "14 hb. September 2026"
+HB_DATE = re.compile(
+    rf"(?<![\w.])(?P<hd>[0-3]?\d)\s?[hH][bB]\.?(?:\s(?P<hm>{_MONTH})\.?(?:,?\s(?P<hy>\d{{4}}))?)?(?!\w)",
+    re.ASCII,
+)
 _TIME_FORMS = (
     rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
     rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b))",
@@ -114,12 +119,16 @@ _ALTERNATIVES = (
     ("abbr", ABBREVIATION),
     (
         "money",
-        rf"(?:(?<![\w.])(?P<msign>[-{_MINUS}+]))?(?<![A-Za-z])(?P<cur>{_CUR})(?P<csign>[-{_MINUS}])?\s?"
+        rf"(?:(?<![\w.])(?P<msign>[-{_MINUS}+]))?(?<![A-Za-z])(?P<cur>{_CUR})(?:\s?(?P<csign>[-{_MINUS}]))?\s?"
         rf"(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
         rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
     ),
-    ("hash", r"(?:(?<![\w.])(?P<hno>No\.?|no\.)\s?|#\s?)(?P<hv>\d+[A-Za-z]?(?:[-/]\d+[A-Za-z]?)*)(?![\w])"),
-    ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)"),
+    ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
+    (
+        "hash",
+        r"(?:(?<![\w.])(?P<hno>No\.?|no\.)\s?(?=\d)|#\s?)"
+        r"(?P<hv>[A-Za-z]{0,4}\d+[A-Za-z]?(?:[-/][A-Za-z]{0,4}\d+[A-Za-z]?)*)(?![\w])",
+    ),
     ("mention", r"(?<![\w.@])@(?P<mn>\w(?:[\w.]*\w)?)(?![\w@])"),
     ("version", r"(?<![\w.])(?:v(?P<vv>\d+(?:\.\d+)*)|V(?P<vV>\d+(?:\.\d+)+))(?!\w|\.\d)"),
     ("ke", r"(?<![\w-])(?:[Kk]e)-(?P<kn>\d+)(?![\w])"),
@@ -132,15 +141,12 @@ _ALTERNATIVES = (
         rf"(?<![\w-])(?!(?:{_NOT_PLATES})\s)(?P<pl>[ABCDFJKLMNPQRSTVWZ][A-HJ-NP-Z]{{1,2}})\s"
         rf"(?!(?:19|20)\d\d(?!\d))(?P<pd>[1-9]\d{{0,3}})(?![\w%/:]|[.,-]\d|\s?(?:{_alternation(UNITS)})(?![\w/]))",
     ),
-    ("code", r"(?<![\w@./#-])[A-Za-z]+-?\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
-    (
-        "hbdate",
-        rf"(?<![\w.])(?P<hd>[0-3]?\d)\s?[hH][bB]\.?(?:\s(?P<hm>{_MONTH})\.?(?:,?\s(?P<hy>\d{{4}}))?)?(?!\w)",
-    ),
+    ("code", r"(?<![\w@./#-])[A-Za-z]+[-/]?\d[A-Za-z0-9]*(?:[-/][A-Za-z0-9]+)*(?![\w@/])"),
+    ("hbdate", HB_DATE.pattern),
     (
         "date",
         r"(?<![\w/.-])(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
-        r"|(?P<iy>\d{4})-(?P<im>[01]\d)-(?P<id>[0-3]\d))(?![\w/-]|\.\d)",
+        r"|(?P<iy>\d{4})(?P<is>[-/.])(?P<im>[01]?\d)(?P=is)(?P<id>[0-3]?\d))(?![\w/-]|\.\d)",
     ),
     ("ic", r"(?<![\w-])(?:\d{6}-\d{2}-\d{4}|\d{12})(?![\w-])"),
     (
