@@ -265,7 +265,7 @@ def road_number(m: re.Match[str], sp: Speaker) -> str:
 
 
 def _id_parts(sp: Speaker, written: str) -> str:
-    """An id after "#" or "No.": letters spelled, numbers of up to three digits whole, longer ones one by one."""
+    """An id after "#" or "No.": letters spelled, numbers up to three digits whole, longer ones one by one."""
     parts = []
     for run in _ALNUM_RUN.findall(written):
         if not run.isdigit():
