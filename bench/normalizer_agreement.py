@@ -385,6 +385,10 @@ DEBATABLE = {
         "an English label in a Malay sentence: many speakers would say 'Gate five', which is what the "
         "neighbour rule picks from 'Gate'; kept as written rather than changed to match"
     ),
+    "Office kami dah pindah to Jalan PJU 1A/3, opposite the mall.": (
+        "four Malay and four English marker words: a tie, which the detection rule makes English, and a "
+        "road number takes the sentence's language; a speaker could go either way, kept as written"
+    ),
 }
 
 
