@@ -31,12 +31,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.text.spoken import detect_language, normalize_spoken
-from bench.normalizer_corpus import CORPUS, ENTITY_TYPES, LANGUAGES, Case
+from bench.normalizer_corpus import BATCHES, CORPUS, ENTITY_TYPES, LANGUAGES, Case
 
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 REPORT = HERE / "NORMALIZER.md"
-TARGETS = {"en": 0.90, "ms": 0.90, "zh": 0.90, "ta": 0.80, "cs": 0.80}
+TARGETS = {"en": 0.95, "ms": 0.95, "zh": 0.95, "ta": 0.90, "cs": 0.90}  # issue 19
 _SPACES = re.compile(r"\s+")
 HEADER = """\
 # Spoken normalizer: agreement with our corpus
@@ -51,16 +51,25 @@ script; the rest is measured on every run).
   English, Malay, Mandarin, Tamil and Malay/English code-switching, each with its spoken form written by
   hand (never produced by running the normalizer) and the entity types it exercises. Plain sentences
   (no entity) must come back byte-identical.
-- **Two batches.** The first batch (408 sentences) was written together with the conventions below,
+- **Three batches.** The first batch (408 sentences) was written together with the conventions below,
   so its agreement mostly measures how consistently the normalizer follows them. The second batch (68
   harder sentences) was written once the normalizer existed, without running it, and scored once
-  before any change: **58/68 exact (85.3%)**: en 14/18, ms 14/14, zh 13/14, ta 11/12, cs 6/10. Its ten
-  misses led to general fixes (not per-sentence patches), listed below; the tables count both batches
-  as they score now. Treat about 85% as the honest estimate for text nobody tuned on.
+  before any change: **58/68 exact (85.3%)**: en 14/18, ms 14/14, zh 13/14, ta 11/12, cs 6/10. The
+  third batch (180 sentences, issue 19) covers classes a Malaysian call centre sends that the first two
+  lacked (signed amounts, versions, hashtags and mentions, road numbers with a slash, vehicle plates,
+  Malay "hb" dates, Tamil compound numbers, Malay clock times, and ids mixed with letters, dates with
+  dashes or dots, ranges, km/j and sq ft, "ke-3", decimal percentages); it was written by hand before
+  any fix and scored once before one: **45/180 exact (25.0%)**: en 11/40, ms 16/57, zh 6/23, ta 7/37,
+  cs 5/23 (`python -m bench.normalizer_agreement --out normalizer_unseen_issue19.json --reps 10`,
+  `bench/results/normalizer_unseen_issue19.json`). The misses of each batch led to general fixes (not
+  per-sentence patches), listed below; the tables count all batches as they score now. Text of a class
+  nobody has looked at scores far lower than these tables (85% for the second batch, 25% for the third).
 - **No expected answer was changed to match the output.** One Tamil sentence was dropped while the
   corpus was being written (its written form glued a time to a case suffix after a space, which no one
-  writes). Disagreements that remain are listed at the end, with the reason when the expected reading
-  is itself debatable.
+  writes). Issue 19 changed two conventions (Tamil tens and units joined, "pukul" before a Malay clock
+  time); 19 Tamil and 10 Malay or code-switched expected forms of the first two batches were rewritten
+  to the new conventions when they changed. Disagreements that remain are listed at the end, with the
+  reason when the expected reading is itself debatable.
 - **Agreement**: exact = byte-identical; loose = after case-folding and dropping punctuation, hyphens
   and extra spaces. **Digit-free**: no Unicode decimal digit or other numeric character (Nd, No) left.
 - **Speed**: one call per sentence, best of 7 batches taken in rounds over the corpus (a burst of
@@ -79,9 +88,28 @@ script; the rest is measured on every run).
   slash, dash, underscore; "www" is "w w w"; the scheme is dropped), digits in the sentence language.
   Codes: letter runs of up to three letters are spelled ("M H", "O R D"), longer ones kept (COVID); one
   letter run and one or two digits is a number ("A12" "A twelve"), otherwise digits one by one.
-  A numeric d/m/y date is day first; d/m without a year is a date after a date word ("on", "pada",
-  "before", 在...) or when the first number is larger, otherwise a fraction. Numbers longer than 15
-  digits are read digit by digit.
+  A numeric d/m/y date is day first (with "/", "-" or "."; year first when it has four digits:
+  2026-09-12, 2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before",
+  在...) or when the first number is larger, otherwise a fraction. Numbers longer than 15 digits are
+  read digit by digit.
+- **Issue 19 classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
+  "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
+  负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted
+  number after version, versi, firmware, iOS, 版本, பதிப்பு) is the version word (version, versi, 版本,
+  பதிப்பு) and each part whole, joined by point / titik / 点 / புள்ளி ("v1.12.7" "version one point twelve
+  point seven"); no second version word when one is written next to it. A hashtag is "hashtag" and a
+  mention "at" in every language (as symbols in an email), then the words split at capitals and digits
+  ("#PromoDeepavali2025" "hashtag Promo Deepavali twenty twenty five", "@TNBCareline" "at T N B
+  Careline"), capital runs of up to three letters spelled, a year in the language's year form, up to
+  three digits as a number; "#" before an id (after order, ticket, ref...; or with five digits or a
+  hyphen) is "number". After a road word (Jalan, Jln, Lorong, Persiaran, Lebuh, Seksyen, Road...), with
+  up to two names or codes between, "7/2" is a road number: each number whole, the slash spoken (slash /
+  garis miring / 斜杠 / ஸ்லாஷ்), letters spelled ("Jalan SS2/24" "Jalan S S two slash twenty four"),
+  in the sentence's language. A vehicle plate (one to three capitals with no I or O, a space, one to
+  four digits: "JQA 3391", "VBN 802") is spelled and read digit by digit; not after OTP, TAC, SPM and
+  similar codes, and not a year (19xx, 20xx).
+- **Reference numbers** mixed with letters and slashes ("EP123456789MY", "INV/2025/00123") are read
+  as codes: letters spelled, digits one by one, separators silent.
 - **English**: no "and", commas or hyphens in numbers ("one thousand two hundred fifty", "twenty
   one"); British unit spellings (kilometre, litre); plural for every value but exactly 1; money
   "ringgit"/"sen" never plural; dates "the twelfth of September twenty twenty six"; years after
@@ -92,17 +120,25 @@ script; the rest is measured on every run).
   belas September dua ribu dua puluh enam" (years as numbers); times "tiga petang" with pagi (a.m.),
   tengah hari (12 and 1 p.m.), petang (2-6 p.m.), malam (7-11 p.m.), tengah malam (12 a.m.); per-units
   with se- ("sekilogram", "sebulan", "kilometer sejam"); "setengah", "suku", "tiga suku", else "dua per
-  tiga"; "hingga" for ranges; "negatif" for minus.
+  tiga"; "hingga" for ranges; "negatif" for minus. A clock time ("10am", "14:00", "8.30 pagi", "2
+  petang", "9 malam" after pada/sebelum/dari...) takes "pukul" before it unless "pukul" or "jam" is the
+  word before it or the sentence already has "pukul" or a clock time before it: "10am hingga 6pm" is
+  "pukul sepuluh pagi hingga enam petang". "3hb Ogos" (hari bulan) is "tiga hari bulan Ogos", "1hb" alone
+  "satu hari bulan", "10hb-12hb Mac" a range; "hb" in a code-switched sentence is read in Malay, in an
+  English, Mandarin or Tamil sentence it is a date ("the third of August", 八月三日).
 - **Mandarin**: 万/亿 grouping with 零; 十 not 一十 at the start; 两 for a leading 2 before 百/千/万/亿
   and for a bare 2 before a measure word (两点, 两个, 两公斤, 两令吉), 二 after 第; scales multiplied out
   (RM2.5 million 两百五十万令吉); dates 二零二六年九月十二日 (years digit by digit); times 上午/中午/下午
   /晚上/午夜 + 点/分; 百分之; units before the number where Mandarin puts them (摄氏三十度, 每小时六十公里,
   每公斤五令吉); GB/MB kept as letters; Latin titles (Dr.) kept as written.
 - **Tamil** (number words written by hand): Indian grouping (ஆயிரம், லட்சம், கோடி) with joining forms as
-  separate words ("ஆயிரத்து இருநூற்று ஐம்பது"); thousands merge with their multiplier (இரண்டாயிரம்,
-  மூவாயிரம், ஐயாயிரம், பதினோராயிரம்); a final ஒன்று is ஒரு before a currency, unit or counted noun
-  ("இருபத்து ஒரு வயது"); zero பூஜ்ஜியம்; decimals after புள்ளி; explicit million/billion stay words
-  (மில்லியன்); dates in written order "பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்து ஆறு"; times காலை /
+  separate words ("ஆயிரத்து இருநூற்று ஐம்பது"), except that a tens word and a unit that starts with a
+  vowel are one word, as Tamil writes them (முப்பத்தேழு, இருபத்தொன்று, நாற்பத்தைந்து, தொண்ணூற்றொன்பது,
+  இருபத்தோராயிரம்; இருபத்து மூன்று and முப்பத்து நான்கு stay two words); thousands merge with their
+  multiplier (இரண்டாயிரம், மூவாயிரம், ஐயாயிரம், பதினோராயிரம்); a final ஒன்று is ஒரு before a currency, unit
+  or counted noun ("இருபத்தொரு வயது", "பதினொரு நாட்கள்"); zero பூஜ்ஜியம்; decimals after புள்ளி;
+  explicit million/billion stay words (மில்லியன்); dates in written order "பன்னிரண்டு செப்டம்பர்
+  இரண்டாயிரத்து இருபத்தாறு"; times காலை /
   மதியம் (12-3 p.m.) / மாலை (4-6) / இரவு (7-11) + "மணி" + "நிமிடம்"; "முதல்" for ranges; case suffixes
   glued to digits are joined with sandhi (5க்கு ஐந்துக்கு, 2020இல் இரண்டாயிரத்து இருபதில், RM200க்கு
   இருநூறு ரிங்கிட்டுக்கு); Latin titles kept as written.
@@ -110,7 +146,9 @@ script; the rest is measured on every run).
   words each side, weight 1/distance; the word it hangs on (just before it) counts twice, and so does
   the noun after a bare number ("3 kali"); a month spelled one way ("Mei", "May") votes 2; a comma
   halves, a sentence end stops; the sentence's majority adds 0.5. "I", "you" and particles (lah, ya,
-  je) vote for neither. An explicit `language` turns this off: every entity is read in that language.
+  je) vote for neither. "ke-3" and "3hb" are Malay whatever their neighbours say; a road number takes
+  the sentence's language (the road word is a name, not a vote). An explicit `language` turns this
+  off: every entity is read in that language.
 - **Language per sentence**: script decides Tamil and Mandarin (Tamil wins a tie), marker words decide
   Malay against English (a tie is English); a text with several sentences decides each one.
 
@@ -121,12 +159,26 @@ short numbers after phone words read digit by digit ("Dial 999", "拨打999"); "
 a suffix glued to a word that ends in a consonant (ரிங்கிட்டுக்கு); the counted-noun rule and the month
 vote in code-switching; three missing marker words (asal, kali, usually).
 
+## Fixes made after the third batch's first run (issue 19)
+
+The eight classes above as families (signs on money, numbers, percentages and units; versions after v or
+a version word; hashtags, mentions and # ids; road numbers after a road word; plates; hb dates and
+ranges; Tamil joined compounds in cardinals, ordinals, counts and thousands; pukul before Malay clock
+times, bare hours before pagi/petang, and time ranges across pagi/petang); a dd-mm-yyyy date is tried
+before a phone number; a money range with a scale says the currency once ("RM1.5k-RM2k"); year-first
+dates with slashes or dots; references with slashes; a sentence does not end after a Latin word glued
+to Chinese ("地址：No. 5"); about 60 more Malay marker words (kenderaan, mempunyai, lorong, mesyuarat...).
+
 ## Known limits
 
 - Code-switch readings are a heuristic; some sentences have no single right answer ("kat Gate 5":
   lima or five?).
-- Not handled: Roman numerals, arithmetic, sports scores ("3-1" is read as a range), vehicle plates,
-  negative money, a number glued to a vulgar fraction ("2½"), Tamil sandhi beyond the common suffixes.
+- Not handled: Roman numerals, arithmetic ("RM10 + RM5" is read as a signed amount), sports scores
+  ("3-1" is read as a range), a number glued to a vulgar fraction ("2½"), Tamil sandhi beyond the
+  common suffixes and the tens-and-units compounds (hundreds stay apart: நூற்று ஐம்பது).
+- Plates are found by shape: a glued plate ("JQA3391") is read as a code (the same digits one by one),
+  a one-letter plate ("W 1234 H") is not recognised, and three capitals before a number that are not a
+  plate and not in the exclusion list ("BMW 320") are read as one. Mandarin "1" in plates is 一, not 幺.
 - Malay and English share no marker word, but loanwords used in both (promo, unit, data) are neutral
   on purpose; a sentence of loanwords only is read as English.
 
@@ -203,10 +255,21 @@ def score(outputs: list[str], cases: list[Case]) -> dict[str, object]:
         for r in rows
         if not r["exact"]
     ]
+    by_batch = {
+        batch: {
+            "all": summary([r for r in rows if r["case"].batch == batch]),  # type: ignore[attr-defined]
+            "by_language": {
+                lang: summary([r for r in rows if (r["case"].batch, r["case"].language) == (batch, lang)])  # type: ignore[attr-defined]
+                for lang in LANGUAGES
+            },
+        }
+        for batch in BATCHES
+    }
     return {
         "all": summary(rows),
         "by_language": by_language,
         "by_entity": by_entity,
+        "by_batch": by_batch,
         "disagreements": disagreements,
     }
 
@@ -280,6 +343,19 @@ def table(result: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
+def batch_table(result: dict[str, object]) -> str:
+    """Exact agreement of each batch, per language (Markdown): "n/total" and the rate."""
+    by_batch: dict[str, dict[str, dict]] = result["by_batch"]  # type: ignore[assignment]
+    lines = ["| Batch | " + " | ".join(LANGUAGES) + " | all |", "|---|" + "---|" * (len(LANGUAGES) + 1)]
+    for batch in BATCHES:
+        cells = []
+        for row in [*(by_batch[batch]["by_language"][lang] for lang in LANGUAGES), by_batch[batch]["all"]]:
+            hits = round(row["exact"] * row["n"])
+            cells.append(f"{hits}/{row['n']} ({_pct(row['exact'])})" if row["n"] else "-")
+        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def entity_table(result: dict[str, object]) -> str:
     """Exact agreement per entity type (Markdown)."""
     by_entity: dict[str, dict[str, float]] = result["by_entity"]  # type: ignore[assignment]
@@ -308,6 +384,10 @@ DEBATABLE = {
     "Saya tunggu kat Gate 5, flight boarding pukul 7:15.": (
         "an English label in a Malay sentence: many speakers would say 'Gate five', which is what the "
         "neighbour rule picks from 'Gate'; kept as written rather than changed to match"
+    ),
+    "Office kami dah pindah to Jalan PJU 1A/3, opposite the mall.": (
+        "four Malay and four English marker words: a tie, which the detection rule makes English, and a "
+        "road number takes the sentence's language; a speaker could go either way, kept as written"
     ),
 }
 
@@ -340,6 +420,9 @@ def report(spoken: dict[str, object], llm: dict[str, object] | None, header: str
         "Language detection (sentences of one language): "
         + ", ".join(f"{lang} {_pct(v)}" for lang, v in detection.items())
         + ".\n",
+        "### Per batch (exact)\n",
+        batch_table(spoken),
+        "",
         "### Speed\n",
         f"Per sentence: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs, mean {speed['mean']:.1f} µs, "
         f"max {speed['max']:.1f} µs. Reference loop `sum(range(1000))`: "
@@ -370,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     llm = run_llm() if args.llm else None
     REPORT.write_text(report(spoken, llm, HEADER), encoding="utf-8")
     print(table(spoken))
+    print("\nper batch (exact):\n" + batch_table(spoken))
     speed: dict[str, float] = spoken["speed_us"]  # type: ignore[assignment]
     print(
         f"\nspeed: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs per sentence "

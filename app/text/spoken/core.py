@@ -14,7 +14,7 @@ import unicodedata
 from bisect import bisect_right
 
 from app.text.spoken import numbers_ta
-from app.text.spoken.entities import HANDLERS
+from app.text.spoken.entities import HANDLERS, road_number
 from app.text.spoken.lang_en import English
 from app.text.spoken.lang_ms import Malay
 from app.text.spoken.lang_ta import Tamil
@@ -26,7 +26,10 @@ from app.text.spoken.patterns import (
     LETTER_ENTITY,
     MONTH_LANGUAGE,
     OTHER_ENTITY,
+    PLATE_WORD,
     PREFIX_WORDS,
+    ROAD_NUMBER,
+    ROAD_WORDS,
     UNICODE_DIGIT,
     URL_HINT,
 )
@@ -35,7 +38,7 @@ from app.text.spoken.speaker import Speaker
 __all__ = ["normalize_spoken"]
 
 _SPEAKERS: dict[str, Speaker] = {s.code: s for s in (English(), Malay(), Mandarin(), Tamil())}
-_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥#+-.")
+_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥#+-.\u2212")
 _EMAIL_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 _NOT_URL = frozenset(" \t\n\r(<\"'[")
 _LOOK_BACK = 32
@@ -48,6 +51,9 @@ _NO_SENTENCE_END = frozenset((
     "Oct", "Okt", "Nov", "Dec", "Dis",
 ))  # fmt: skip
 _MONTH_GROUP = {"ndate": "nm", "mdate": "fm"}
+# entities whose own spelling is Malay: "ke-3"
+_OWN = {"ke": "ms"}
+_LATIN_TAIL = re.compile(r"[A-Za-z0-9.]+$")
 _TAMIL_SUFFIX = re.compile(r"[\u0b80-\u0bff]+")
 
 
@@ -80,10 +86,14 @@ def _candidates(text: str) -> list[int]:
             continue
         found.add(start)
         glued = _back(text, start, _EMAIL_GLUE if anchor.group() == "@" else _GLUE)
+        if glued == start >= 2 and text[start - 1] == "/" and text[start - 2].isupper():
+            glued = _back(text, start - 1, _GLUE)  # "INV/2025/00123"
         found.add(glued)
         if glued >= 2 and text[glued - 1] == " ":
             word_start = _back(text, glued - 1, _GLUE)
-            if text[word_start : glued - 1] in PREFIX_WORDS or text[word_start : glued - 2] in PREFIX_WORDS:
+            word = text[word_start : glued - 1]
+            plate = PLATE_WORD.fullmatch(word)  # "JQA 3391", "PJS 11/15"
+            if word in PREFIX_WORDS or text[word_start : glued - 2] in PREFIX_WORDS or plate:
                 found.add(word_start)
     for hint in URL_HINT.finditer(text):
         found.add(_back_to_space(text, hint.start()))
@@ -160,7 +170,8 @@ def _sentence_starts(text: str) -> list[int]:
     for end in _SENTENCE_END.finditer(text):
         dot = end.start()
         if text[dot] == ".":
-            word = text[text.rfind(" ", 0, dot) + 1 : dot]
+            word = _LATIN_TAIL.search(text, max(0, dot - 16), dot)
+            word = word.group() if word and word.end() == dot else text[text.rfind(" ", 0, dot) + 1 : dot]
             if len(word) <= 1 or "." in word or word in _NO_SENTENCE_END:
                 continue
         starts.append(end.end())
@@ -178,15 +189,34 @@ def _context(sentence: str, text: str, language: str) -> tuple[str, Votes | None
     return detected, Votes(text, detected) if ms and en else None  # both languages: code-switching
 
 
+def _after_road_word(text: str, start: int) -> bool:
+    """A road word ("Jalan", "Jln.", "Lorong") before ``start``, maybe with up to two names or codes between
+    ("Jln. PJS 11/15", "Jalan Setia Indah U13/22")."""
+    for token in reversed(text[max(0, start - 40) : start].split()[-3:]):
+        latin = _LATIN_TAIL.search(token.rstrip(".,"))
+        word = latin.group() if latin else ""
+        if word.lower() in ROAD_WORDS:
+            return True
+        if not word[:1].isupper() or len(word) != len(token.rstrip(".,")):
+            return False
+    return False
+
+
 def _read_at(text: str, start: int, sentence: str, votes: Votes | None) -> tuple[str, int] | None:
     """The spoken form of the entity that starts at ``start`` and where it ends, or None if none does."""
     char = text[start]
+    road = ROAD_NUMBER.match(text, start) if char.isascii() and char.isalnum() else None
+    if road and _after_road_word(text, start):  # in the sentence's language: the road word is a name
+        speaker = _SPEAKERS[votes.sentence_language if votes else sentence]
+        return _spaced(text, start, road.end(), road_number(road, speaker))
     match = (LETTER_ENTITY if char.isascii() and char.isalpha() else OTHER_ENTITY).match(text, start)
     if match is None:
         return None
     kind = match.lastgroup or ""
-    if votes:
-        own = MONTH_LANGUAGE.get(match[_MONTH_GROUP[kind]]) if kind in _MONTH_GROUP else None
+    if votes and kind == "hbdate":  # "3hb" is Malay however the words around it vote
+        speaker = _SPEAKERS["ms"]
+    elif votes:
+        own = MONTH_LANGUAGE.get(match[_MONTH_GROUP[kind]]) if kind in _MONTH_GROUP else _OWN.get(kind)
         speaker = _SPEAKERS[votes.language(start, match.end(), kind in ("number", "range"), own)]
     else:
         speaker = _SPEAKERS[sentence]
@@ -195,6 +225,11 @@ def _read_at(text: str, start: int, sentence: str, votes: Votes | None) -> tuple
         head, _, last = spoken.rpartition(" ")
         spoken = (head + " " if head else "") + numbers_ta.join_suffix(last, suffix.group())
         end = suffix.end()
+    return _spaced(text, start, end, spoken)
+
+
+def _spaced(text: str, start: int, end: int, spoken: str) -> tuple[str, int]:
+    """``spoken`` with a space where it would touch a Latin letter or digit of the text around it."""
     if spoken and start > 0 and _is_latin(text[start - 1]) and _is_latin(spoken[0]):
         spoken = " " + spoken
     if spoken and end < len(text) and _is_latin(text[end]) and _is_latin(spoken[-1]):

@@ -21,17 +21,19 @@ from app.text.spoken.lang_zh import MEASURE_WORDS
 from app.text.spoken.patterns import (
     CURRENCIES,
     DIGIT_CUES,
+    HB_DATE,
     MONTHS,
     PER_UNITS,
     PHONE_CUES,
     TIME,
     UNITS,
+    VERSION_CUES,
     YEAR_CUES,
     ZH_PHONE_CUES,
 )
 from app.text.spoken.speaker import Speaker
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "road_number"]
 
 Handler = Callable[[re.Match[str], Speaker, str], tuple[str, int]]
 
@@ -51,6 +53,7 @@ _DATE_CUES = frozenset((
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
 _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
+_DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
 _RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
 _WORDS = re.compile(r"[A-Za-z]+")
@@ -60,6 +63,16 @@ _DIGIT_RUN = re.compile(r"\d+")
 _SCHEME = re.compile(r"^https?://")
 _TOWN = re.compile(r" [A-Z][a-z]")  # after a five-digit postcode: ", 50450 Kuala Lumpur"
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789")
+# a bare hour before a Malay part of day is a clock time: "2 petang", "10 pagi" ("3 malam" only after a
+# time word: it is also "three nights")
+_MALAY_CLOCK = re.compile(r" (?P<part>pagi|petang|tengah hari|tengah malam|malam)\b")
+_MALAY_TIME_CUES = frozenset(
+    ("pada", "sebelum", "selepas", "hingga", "sehingga", "sampai", "dari", "mulai", "lepas", "antara")
+)
+# a clock time earlier in a sentence (it already took "pukul")
+_CLOCK_BEFORE = re.compile(
+    r"(?i:pukul)|\d:\d\d|\d\s?[aApP]\.?[mM]\b|\d(?:\.\d\d)? (?:pagi|petang|tengah hari|tengah malam)\b"
+)
 
 
 def _previous_words(text: str, start: int, count: int = 3) -> list[str]:
@@ -152,26 +165,120 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if m["amt2"]:
         scale2 = _SCALES[m["scale2"]] if m["scale2"] else None
         high = sp.money(m["amt2"], currency, scale2)
-        if "." in m["amt"] or scale != scale2:
+        if ("." in m["amt"] and not scale) or scale != scale2:
             low = spoken
         else:
             low = sp.scaled(m["amt"], scale)[0] if scale else sp.number(m["amt"])
         spoken = sp.range(low, high)
     if m["per"]:
         spoken = sp.per(spoken, PER_UNITS[m["per"]])
+    sign = m["msign"] or m["csign"]  # "-RM12.90", "RM-12.90", "+RM35"
+    if sign:
+        spoken = sp.join([sp.sign_word(sign), spoken])
     return spoken, m.end()
 
 
-def _hash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+_LONG_DIGITS = re.compile(r"\d{5}")
+_VERSION_WORDS = frozenset(("version", "versi", "ver"))
+_TAG_RUN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[_.]")
+
+
+def _tag_parts(sp: Speaker, body: str) -> list[str]:
+    """The words of a hashtag or handle: "PromoDeepavali2025" -> Promo, Deepavali, a year; "TNBCareline"
+    -> T N B, Careline; a year in the sentence's language, up to three digits as a number, else digits."""
     parts = []
-    for run in _ALNUM_RUN.findall(m["hv"]):
+    for run in _TAG_RUN.findall(body):
+        if run[0].isdigit():
+            if len(run) == 4 and run[0] != "0" and 1000 <= int(run) <= 2099:
+                parts.append(sp.year(int(run)))
+            elif len(run) <= 3 and run[0] != "0":
+                parts.append(sp.cardinal(int(run)))
+            else:
+                parts.append(sp.digits(run))
+        elif run in _SYMBOLS:
+            parts.append(_SYMBOLS[run])
+        else:
+            parts.append(_spell(sp, run) if run.isupper() else run)
+    return parts
+
+
+def _tag(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """#PromoDeepavali2025 -> "hashtag Promo Deepavali twenty twenty five" ("hashtag" in every language);
+    an order or ticket number ("Order #A12345", "#INV20250012") is read as a number."""
+    previous = _previous_words(text, m.start(), 1)
+    if (previous and previous[0].lower() in DIGIT_CUES) or _LONG_DIGITS.search(m["tg"]):
+        return _id_parts(sp, m["tg"]), m.end()
+    return sp.join(["hashtag", *_tag_parts(sp, m["tg"])]), m.end()
+
+
+def _mention(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """@TNBCareline -> "at T N B Careline" ("at", as in an email address, in every language)."""
+    return sp.join(["at", *_tag_parts(sp, m["mn"])]), m.end()
+
+
+def _version(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """v4.3 -> "version four point three", v1.12.7 -> "versi satu titik dua belas titik tujuh"; no second
+    version word when the text already has one next to it ("v2.0版本", "version v2")."""
+    parts = (m["vv"] or m["vV"]).split(".")
+    after = text[m.end() : m.end() + 12].lstrip()
+    if after.startswith((sp.version_word, "版本", "பதிப்பு")) or _version_context(
+        text, m.start(), _VERSION_WORDS
+    ):
+        return sp.dotted(parts), m.end()
+    return sp.version(parts), m.end()
+
+
+def _plate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A vehicle plate, "JQA 3391": letters spelled, digits one by one ("J Q A three three nine one")."""
+    return sp.join([_spell(sp, m["pl"]), sp.digits(m["pd"])]), m.end()
+
+
+def _hbdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """Malay "3hb Ogos" (hari bulan): "tiga hari bulan Ogos"; in other languages a date."""
+    day = int(m["hd"])
+    if not 1 <= day <= 31:
+        return _fallback(sp, m.group()), m.end()
+    month = MONTHS[m["hm"]] if m["hm"] else None
+    spoken, end = sp.day_of_month(day, month, int(m["hy"]) if m["hy"] else None), m.end()
+    dash = _RANGE_DASH.match(text, end) if not month else None
+    second = HB_DATE.match(text, dash.end()) if dash else None
+    if second and 1 <= int(second["hd"]) <= 31:  # "10hb-12hb Mac"
+        month = MONTHS[second["hm"]] if second["hm"] else None
+        last = sp.day_of_month(int(second["hd"]), month, int(second["hy"]) if second["hy"] else None)
+        spoken, end = sp.range(spoken, last), second.end()
+    return spoken + _dot_kept(text[m.start() : end], text, end), end
+
+
+def road_number(m: re.Match[str], sp: Speaker) -> str:
+    """A road number after a road word (``patterns.ROAD_NUMBER``): "7/2" -> "seven slash two", "SS2/24" ->
+    "S S two slash twenty four", "5/1A" -> "five slash one A": each number whole, the slash spoken."""
+    parts = [_spell(sp, m["rl"])] if m["rl"] else []
+    for index, piece in enumerate(m["rn"].split("/")):
+        if index:
+            parts.append(sp.slash_word)
+        for run in _ALNUM_RUN.findall(piece):
+            if not run.isdigit():
+                parts.append(_spell(sp, run))
+            else:
+                parts.append(sp.digits(run) if run[0] == "0" and len(run) > 1 else sp.cardinal(int(run)))
+    return sp.join(parts)
+
+
+def _id_parts(sp: Speaker, written: str) -> str:
+    """An id after "#" or "No.": letters spelled, numbers up to three digits whole, longer ones one by one."""
+    parts = []
+    for run in _ALNUM_RUN.findall(written):
         if not run.isdigit():
             parts.append(_spell(sp, run))
         elif run[0] == "0" or len(run) >= 4:
             parts.append(sp.digits(run))
         else:
             parts.append(sp.cardinal(int(run)))
-    spoken = sp.number_template.format(n=sp.join(parts))
+    return sp.number_template.format(n=sp.join(parts))
+
+
+def _hash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    spoken = _id_parts(sp, m["hv"])
     if m["hno"] and m["hno"][0] == "N" and sp.code in ("en", "ms"):
         spoken = spoken[0].upper() + spoken[1:]
     return spoken, m.end()
@@ -207,7 +314,7 @@ def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         day, month, year = int(m["d1"]), int(m["m1"]), int(m["y1"])
         if len(m["y1"]) == 2:
             year += 2000 if year < 50 else 1900
-    else:
+    else:  # year first: 2026-09-12, 2026/09/12
         day, month, year = int(m["id"]), int(m["im"]), int(m["iy"])
     if not (1 <= day <= 31 and 1 <= month <= 12):
         return _fallback(sp, m.group()), m.end()
@@ -239,13 +346,34 @@ def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
     raise AssertionError("unreachable: TIME matched without an hour")
 
 
+def _pukul(sp: Speaker, text: str, start: int) -> str:
+    """ "pukul " before a Malay clock time, unless "pukul" or "jam" is the word before it, or the sentence
+    already has "pukul" or a clock time before it ("pukul sepuluh pagi hingga enam petang")."""
+    if sp.code != "ms":
+        return ""
+    sentence = text[max(_sentence_start(text, start), start - 80) : start]
+    previous = _WORDS.findall(sentence[-12:])[-1:]
+    if previous and previous[0].lower() in ("pukul", "jam"):
+        return ""
+    if _CLOCK_BEFORE.search(sentence):
+        return ""
+    return "pukul "
+
+
+def _sentence_start(text: str, start: int) -> int:
+    """Where the sentence that holds ``text[start]`` starts: after the last ". ", "! " or "? "."""
+    found = max(text.rfind(end, 0, start) for end in (". ", "! ", "? "))
+    return found + 2 if found >= 0 else 0
+
+
 def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     spoken, end = sp.time(*_clock(m)), m.end()
-    dash = _RANGE_DASH.match(text, end)
+    dash = _DAYPART_DASH.match(text, end)
     second = TIME.match(text, dash.end()) if dash else None
-    if second:
+    if second:  # "9am-5pm", "8:00 pagi - 5:00 petang"
+        spoken = sp.join([spoken, dash["part"] or ""])
         spoken, end = sp.range(spoken, sp.time(*_clock(second))), second.end()
-    return spoken + _dot_kept(text[m.start() : end], text, end), end
+    return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
 
 
 def _percent(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -324,19 +452,29 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         period = am_pm.group(1).lower() + "m"
         end = am_pm.end()
         spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
-        return spoken + _dot_kept(text[m.start() : end], text, end), end
+        return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
     counted = _counted(sp, high, text, m.start(), m.end())
-    return sp.range(_counted(sp, low, text, m.start(), m.end()), counted), m.end()
+    spoken = sp.range(_counted(sp, low, text, m.start(), m.end()), counted)
+    if sp.code == "ms" and high.isdigit() and 1 <= int(high) <= 12 and _MALAY_CLOCK.match(text, m.end()):
+        spoken = _pukul(sp, text, m.start()) + spoken  # "2-4 petang"
+    return spoken, m.end()
 
 
 def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     value, start, end = m["nv"], m.start(), m.end()
     if m["neg"]:
-        return sp.number("-" + value), end
+        return sp.number(m["neg"] + value), end
+    if "." in value and _version_context(text, start):
+        return sp.dotted(value.split(".")), end
     if value.count(".") > 1:
         return sp.dotted(value.split(".")), end
     if not value.isdigit():
         return sp.number(value), end
+    if sp.code == "ms" and _MALAY_CLOCK.match(text, end) and 1 <= int(value) <= 12:
+        clock = _MALAY_CLOCK.match(text, end)
+        previous = [word.lower() for word in _previous_words(text, start, 1)]
+        if clock and (clock["part"] != "malam" or (previous and previous[0] in _MALAY_TIME_CUES)):
+            return _pukul(sp, text, start) + sp.cardinal(int(value)), end
     if (value[0] == "0" and len(value) > 1) or len(value) >= 7:
         return sp.digits(value), end
     previous = _previous_words(text, start)
@@ -363,6 +501,15 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.cardinal(int(value)), end
 
 
+def _version_context(text: str, start: int, cues: frozenset[str] = VERSION_CUES) -> bool:
+    """A version word ("version", "versi", 版本, பதிப்பு; or a word of ``cues``) just before ``start``."""
+    before = text[max(0, start - 12) : start]
+    if before.endswith(("版本", "பதிப்பு ", "பதிப்பு")):
+        return True
+    word = _WORDS.findall(before)[-1:]
+    return bool(word) and word[0].lower() in cues and before.rstrip(" .")[-len(word[0]) :] == word[0]
+
+
 def _year_context(text: str, start: int) -> bool:
     """A year cue ("in", "since", a month name) or a quarter ("Q3", "H1", "FY") just before ``start``."""
     token = text[max(0, start - 16) : start].split()[-1:]
@@ -384,5 +531,6 @@ HANDLERS: dict[str, Handler] = {
     "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "range": _range, "code2": _code, "number": _number,
-    "vulgar": _vulgar, "sup": _sup,
+    "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
+    "hbdate": _hbdate,
 }  # fmt: skip

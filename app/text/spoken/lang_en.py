@@ -34,6 +34,8 @@ class English(Speaker):
     number_template = "number {n}"
     times_template = "{n} times"
     by_word = "by"
+    version_word = "version"
+    slash_word = "slash"
     scale_words: ClassVar[dict[str, str]] = {"m": "million", "b": "billion"}
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _plural("kilometre"), "m": _plural("metre"), "cm": _plural("centimetre"),
@@ -87,6 +89,9 @@ class English(Speaker):
         """For example "September twelfth, twenty twenty six"."""
         spoken = f"{_MONTHS[month - 1]} {self.ordinal(day)}"
         return f"{spoken}, {self.year(year)}" if year else spoken
+
+    def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
+        return self.date(day, month, year) if month else f"the {self.ordinal(day)}"
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "one half", "three quarters", "two thirds", "five over sixteen"."""

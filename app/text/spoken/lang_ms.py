@@ -37,6 +37,8 @@ class Malay(Speaker):
     number_template = "nombor {n}"
     times_template = "{n} kali"
     by_word = "darab"
+    version_word = "versi"
+    slash_word = "garis miring"
     scale_words: ClassVar[dict[str, str]] = {"m": "juta", "b": "bilion"}
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _same("kilometer"), "m": _same("meter"), "cm": _same("sentimeter"), "mm": _same("milimeter"),
@@ -78,6 +80,11 @@ class Malay(Speaker):
         """For example "dua belas September dua ribu dua puluh enam"."""
         spoken = f"{self.cardinal(day)} {_MONTHS[month - 1]}"
         return f"{spoken} {self.cardinal(year)}" if year else spoken
+
+    def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
+        """ "3hb Ogos" -> "tiga hari bulan Ogos" (hb, hari bulan, is said in full)."""
+        month_name = _MONTHS[month - 1] if month else ""
+        return self.join([self.cardinal(day), "hari bulan", month_name, self.cardinal(year) if year else ""])
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "setengah", "suku", "tiga suku", otherwise "dua per tiga"."""

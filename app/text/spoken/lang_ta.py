@@ -1,5 +1,5 @@
 """Tamil phrasing: "ஆயிரத்து இருநூற்று ஐம்பது ரிங்கிட் ஐம்பது சென்", "மதியம் மூன்று மணி",
-"பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்து ஆறு", "பதினைந்து சதவீதம்".
+"பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்தாறு", "பதினைந்து சதவீதம்".
 
 Dates follow the written Tamil order day, month, year, with English month names in Tamil script.
 Explicit million/billion stay words (மில்லியன், பில்லியன்), as Malaysian Tamil writes them. Times of
@@ -15,7 +15,7 @@ from app.text.spoken.speaker import Speaker
 
 __all__ = ["TAMIL_MEASURE_WORDS", "Tamil"]
 
-# a number before one of these nouns is counted: ஒன்று becomes ஒரு ("இருபத்து ஒரு வயது")
+# a number before one of these nouns is counted: ஒன்று becomes ஒரு ("இருபத்தொரு வயது")
 TAMIL_MEASURE_WORDS = (
     "நாள்", "நாட்க", "வயது", "மணி", "முறை", "பேர", "வார", "மாத", "ஆண்டு", "வருட", "நிமிட", "வினாடி",
     "கிலோ", "லிட்டர்", "இலக்க", "தேர்வு", "வாடிக்கையாளர்", "பொருள்", "இருக்கை", "அறை", "டிக்கெட்",
@@ -43,6 +43,8 @@ class Tamil(Speaker):
     number_template = "எண் {n}"
     times_template = "{n} மடங்கு"
     by_word = "பெருக்கல்"
+    version_word = "பதிப்பு"
+    slash_word = "ஸ்லாஷ்"
     scale_words: ClassVar[dict[str, str]] = {"m": "மில்லியன்", "b": "பில்லியன்"}
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _same("{n} கிலோமீட்டர்"), "m": _same("{n} மீட்டர்"), "cm": _same("{n} சென்டிமீட்டர்"),
@@ -71,9 +73,9 @@ class Tamil(Speaker):
     }
 
     def count(self, n: int) -> str:
-        """Before a noun, a final ஒன்று is ஒரு: "ஒரு ரிங்கிட்", "இருபத்து ஒரு நாட்கள்"."""
+        """Before a noun, a final ஒன்று is ஒரு: "ஒரு ரிங்கிட்", "இருபத்தொரு நாட்கள்", "பதினொரு"."""
         spoken = self.cardinal(n)
-        return spoken[: -len("ஒன்று")] + "ஒரு" if spoken.endswith(" ஒன்று") or spoken == "ஒன்று" else spoken
+        return spoken[: -len("ன்று")] + "ரு" if spoken.endswith("ஒன்று") or spoken.endswith("ொன்று") else spoken
 
     def time(self, hour: int, minute: int, period: str | None) -> str:
         """For example "மதியம் மூன்று மணி", "காலை பத்து மணி முப்பது நிமிடம்"."""
@@ -88,8 +90,11 @@ class Tamil(Speaker):
         return self.join(words)
 
     def date(self, day: int, month: int, year: int | None) -> str:
-        """For example "பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்து ஆறு"."""
+        """For example "பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்தாறு"."""
         return self.join([self.cardinal(day), _MONTHS[month - 1], self.cardinal(year) if year else ""])
+
+    def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
+        return self.date(day, month, year) if month else self.join([numbers_ta.ordinal(day), "தேதி"])
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "அரை", "கால்", "முக்கால்", otherwise "மூன்றில் இரண்டு" (two of three)."""

@@ -38,6 +38,8 @@ class Mandarin(Speaker):
     number_template = "{n}号"
     times_template = "{n}倍"
     by_word = "乘"
+    version_word = "版本"
+    slash_word = "斜杠"
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _same("{n}公里"), "m": _same("{n}米"), "cm": _same("{n}厘米"), "mm": _same("{n}毫米"),
         "kg": _same("{n}公斤"), "g": _same("{n}克"), "mg": _same("{n}毫克"), "l": _same("{n}升"),
@@ -100,6 +102,9 @@ class Mandarin(Speaker):
         """For example "二零二六年九月十二日"."""
         spoken = f"{self.cardinal(month)}月{self.cardinal(day)}日"
         return f"{self.year(year)}年{spoken}" if year else spoken
+
+    def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
+        return self.date(day, month, year) if month else f"{self.cardinal(day)}号"
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "四分之三"."""

@@ -65,7 +65,12 @@ maklumkan kemas kerja pekerja syarikat pengurus kelas sekolah doktor klinik pene
 pintu berlepas tolak jadual terlewat lewat awal cepat mungkin perlukan kat jumpa termasuk umur anak cuma
 dapatkan lupa jangan tukar ni tu sana sini situ macam mana kenapa belanja guna lepas tengok potong tambah
 tambahan hujung akhir lusa depan lalu sesiapa siapa apa transaksi bersabar lambat tanya pasal dokumen kali
-asal biasanya selalu gaji penyata
+asal biasanya selalu gaji penyata kenderaan mempunyai lorong plat pemandu memandu saman tertunggak sedia
+diambil kaunter dibuka juruteknik waktu melawat talian beroperasi isnin selasa rabu khamis jumaat sabtu ahad
+bekalan terganggu semula penjejakan nyatakan aduan luput permohonan dimasukkan ditutup hadir pelarasan suhu
+gambar kongsi menang ikuti maklumat gangguan gunakan semasa membuat pembelian alamat baharu terletak keluasan
+laju kawasan pemanggil barisan ansuran percubaan sambutan ulang aplikasi tersedia masalah dibaiki pinjaman
+minit wang duit sekejap pihak kerajaan naik motosikal lori teksi mesyuarat seksyen
 """.split()  # noqa: SIM905
 )
 

@@ -2,10 +2,12 @@
 
 Conventions: the Indian grouping of standard Tamil (ஆயிரம் 10^3, லட்சம் 10^5, கோடி 10^7); a group that
 is followed by more takes its joining form (இருபத்து, நூற்று, ஆயிரத்து, லட்சத்து, கோடியே) and the parts
-stay separate words ("ஆயிரத்து இருநூற்று ஐம்பது" for 1250); a multiplier merges with ஆயிரம்
-(இரண்டாயிரம், மூவாயிரம், ஐயாயிரம், பதினோராயிரம், இருபத்து ஓராயிரம்) and is ஒரு before லட்சம் and கோடி; zero is
+stay separate words ("ஆயிரத்து இருநூற்று ஐம்பது" for 1250), except that a tens word and a unit
+that starts with a vowel are written as one (முப்பத்தேழு, இருபத்தொன்று, இருபத்தோராயிரம்; இருபத்து
+மூன்று stays two words); a multiplier merges with ஆயிரம்
+(இரண்டாயிரம், மூவாயிரம், ஐயாயிரம், பதினோராயிரம், இருபத்தோராயிரம்) and is ஒரு before லட்சம் and கோடி; zero is
 பூஜ்ஜியம்; decimals digit by digit after புள்ளி; negative numbers மைனஸ்; ordinals -ஆம் / -ஆவது
-(முதலாம், இரண்டாம், இருபத்து ஒன்றாம்).
+(முதலாம், இரண்டாம், இருபத்தொன்றாம்).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ _TENS = (
     ("ஐம்பது", "ஐம்பத்து"), ("அறுபது", "அறுபத்து"), ("எழுபது", "எழுபத்து"), ("எண்பது", "எண்பத்து"),
     ("தொண்ணூறு", "தொண்ணூற்று"),
 )  # fmt: skip
+_TENS_JOINING = frozenset(joining for _, joining in _TENS if joining)
 # index = hundreds digit: (alone, joining)
 _HUNDREDS = (
     ("", ""), ("நூறு", "நூற்று"), ("இருநூறு", "இருநூற்று"), ("முந்நூறு", "முந்நூற்று"),
@@ -71,7 +74,7 @@ def _below_thousand(n: int) -> list[str]:
 
 
 def _thousands(count: int, more: bool) -> list[str]:
-    """count (1..99) thousands: ஆயிரம், இரண்டாயிரம், இருபத்து ஓராயிரம்; joining form when ``more``."""
+    """count (1..99) thousands: ஆயிரம், இரண்டாயிரம், இருபத்து ஓராயிரம் (fused later); joining form when ``more``."""
     ending = "ஆயிரத்து" if more else "ஆயிரம்"
     if count == 1:
         return [ending]
@@ -91,11 +94,25 @@ def _thousands(count: int, more: bool) -> list[str]:
 
 
 def _multiplier(count: int) -> list[str]:
-    """The count before லட்சம் or கோடி: ஒன்று becomes ஒரு ("ஒரு லட்சம்", "இருபத்து ஒரு கோடி")."""
+    """The count before லட்சம் or கோடி: ஒன்று becomes ஒரு ("ஒரு லட்சம்", "இருபத்தொரு கோடி")."""
     words = _words(count)
-    if words[-1] == DIGITS[1]:
-        words[-1] = "ஒரு"
+    if words[-1].endswith(("ஒன்று", "ொன்று")):  # இருபத்தொன்று -> இருபத்தொரு
+        words[-1] = words[-1][: -len("ன்று")] + "ரு"
     return words
+
+
+def _fuse(words: list[str]) -> list[str]:
+    """Join a tens word to a unit that starts with a vowel, as Tamil writes them: முப்பத்து + ஏழு ->
+    முப்பத்தேழு, இருபத்து + ஒன்று -> இருபத்தொன்று, இருபத்து + ஓராயிரம் -> இருபத்தோராயிரம்; a unit that
+    starts with a consonant stays a word of its own (இருபத்து மூன்று, முப்பத்து நான்கு)."""
+    out: list[str] = []
+    for word in words:
+        sign = _VOWEL_SIGNS.get(word[:1])
+        if out and out[-1] in _TENS_JOINING and sign is not None:
+            out[-1] = out[-1][:-1] + sign + word[1:]
+        else:
+            out.append(word)
+    return out
 
 
 def _words(n: int) -> list[str]:
@@ -109,11 +126,11 @@ def _words(n: int) -> list[str]:
         words += [*_multiplier(lakh), "லட்சத்து" if thousand or n else "லட்சம்"]
     if thousand:
         words += _thousands(thousand, more=bool(n))
-    return words + _below_thousand(n)
+    return _fuse(words + _below_thousand(n))
 
 
 def cardinal(n: int) -> str:
-    """1250 -> "ஆயிரத்து இருநூற்று ஐம்பது"; 2026 -> "இரண்டாயிரத்து இருபத்து ஆறு"."""
+    """1250 -> "ஆயிரத்து இருநூற்று ஐம்பது"; 2026 -> "இரண்டாயிரத்து இருபத்தாறு"."""
     if n < 0:
         return "மைனஸ் " + cardinal(-n)
     return " ".join(_words(n)) if n else DIGITS[0]
@@ -147,7 +164,7 @@ def join_suffix(word: str, suffix: str) -> str:
 
 
 def ordinal(n: int, suffix: str = "ஆம்") -> str:
-    """-ஆம் or -ஆவது ordinals: 1 -> முதலாம், 3 -> மூன்றாம், 21 -> இருபத்து ஒன்றாம்."""
+    """-ஆம் or -ஆவது ordinals: 1 -> முதலாம், 3 -> மூன்றாம், 21 -> இருபத்தொன்றாம்."""
     sign = "ா" + suffix[1:]
     if n == 1:
         return "முதல" + sign

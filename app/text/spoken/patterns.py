@@ -14,9 +14,9 @@ import re
 from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
-    "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "LETTER_ENTITY", "MONTHS",
-    "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PREFIX_WORDS", "TIME", "UNICODE_DIGIT",
-    "UNITS", "URL_HINT", "YEAR_CUES", "ZH_PHONE_CUES",
+    "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY", "MONTHS",
+    "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "ROAD_NUMBER",
+    "ROAD_WORDS", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -63,6 +63,8 @@ invois policy polisi otp tac pin code kod passport pasport ic mykad serial siri 
 transaction transaksi resit receipt id postcode poskod nombor number no
 """.split()  # noqa: SIM905
 )
+# a dotted number after one of these words is a version: "version 2.10" -> "version two point ten"
+VERSION_CUES = frozenset(("version", "versi", "ver", "firmware", "android", "ios"))
 # a year (1000-2099) after one of these words is read as a year in English
 YEAR_CUES = frozenset(
     "in since year by until till from before after of circa around during class".split()  # noqa: SIM905
@@ -73,6 +75,11 @@ def _alternation(surfaces: object) -> str:
     return "|".join(re.escape(s) for s in sorted(surfaces, key=len, reverse=True))  # type: ignore[arg-type]
 
 
+_MINUS = "\u2212"  # the minus sign, read like a hyphen-minus
+# letter runs before a number that are not a vehicle plate ("OTP 1234", "SPM 2024" is excluded as a year)
+_NOT_PLATES = "|".join(
+    "ACC AM ATM CNY FY GST KM KG MB GB KB TB NRIC PM PRU PMR REF SPM SST STPM TAC TNB".split()  # noqa: SIM905
+)
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 _AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
 _SCALE = (
@@ -85,6 +92,11 @@ _DASH = r"\s?[-–]\s?"
 _URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
 _URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
 
+# a Malay day of the month, "3hb Ogos", "14 hb. September 2026"
+HB_DATE = re.compile(
+    rf"(?<![\w.])(?P<hd>[0-3]?\d)\s?[hH][bB]\.?(?:\s(?P<hm>{_MONTH})\.?(?:,?\s(?P<hy>\d{{4}}))?)?(?!\w)",
+    re.ASCII,
+)
 _TIME_FORMS = (
     rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
     rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b))",
@@ -107,26 +119,40 @@ _ALTERNATIVES = (
     ("abbr", ABBREVIATION),
     (
         "money",
-        rf"(?<![A-Za-z])(?P<cur>{_CUR})\s?(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
+        rf"(?:(?<![\w.])(?P<msign>[-{_MINUS}+]))?(?<![A-Za-z])(?P<cur>{_CUR})(?:\s?(?P<csign>[-{_MINUS}]))?\s?"
+        rf"(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
         rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
     ),
-    ("hash", r"(?:(?<![\w.])(?P<hno>No\.?|no\.)\s?|#\s?)(?P<hv>\d+[A-Za-z]?(?:[-/]\d+[A-Za-z]?)*)(?![\w])"),
+    ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
+    (
+        "hash",
+        r"(?:(?<![\w.])(?P<hno>No\.?|no\.)\s?(?=\d)|#\s?)"
+        r"(?P<hv>[A-Za-z]{0,4}\d+[A-Za-z]?(?:[-/][A-Za-z]{0,4}\d+[A-Za-z]?)*)(?![\w])",
+    ),
+    ("mention", r"(?<![\w.@])@(?P<mn>\w(?:[\w.]*\w)?)(?![\w@])"),
+    ("version", r"(?<![\w.])(?:v(?P<vv>\d+(?:\.\d+)*)|V(?P<vV>\d+(?:\.\d+)+))(?!\w|\.\d)"),
     ("ke", r"(?<![\w-])(?:[Kk]e)-(?P<kn>\d+)(?![\w])"),
     (
         "mdate",
         rf"(?<![\w])(?P<fm>{_MONTH})\.?\s(?P<fd>[0-3]?\d)(?:st|nd|rd|th)?(?:,?\s(?P<fy>\d{{4}}))?(?![\w:])",
     ),
-    ("code", r"(?<![\w@./#-])[A-Za-z]+-?\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
+    (
+        "plate",
+        rf"(?<![\w-])(?!(?:{_NOT_PLATES})\s)(?P<pl>[ABCDFJKLMNPQRSTVWZ][A-HJ-NP-Z]{{1,2}})\s"
+        rf"(?!(?:19|20)\d\d(?!\d))(?P<pd>[1-9]\d{{0,3}})(?![\w%/:]|[.,-]\d|\s?(?:{_alternation(UNITS)})(?![\w/]))",
+    ),
+    ("code", r"(?<![\w@./#-])[A-Za-z]+[-/]?\d[A-Za-z0-9]*(?:[-/][A-Za-z0-9]+)*(?![\w@/])"),
+    ("hbdate", HB_DATE.pattern),
+    (
+        "date",
+        r"(?<![\w/.-])(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
+        r"|(?P<iy>\d{4})(?P<is>[-/.])(?P<im>[01]?\d)(?P=is)(?P<id>[0-3]?\d))(?![\w/-]|\.\d)",
+    ),
     ("ic", r"(?<![\w-])(?:\d{6}-\d{2}-\d{4}|\d{12})(?![\w-])"),
     (
         "phone",
         r"(?<![\w+])(?:(?:\+\s?)?(?:6[- ]?)?0[- ]?\d{1,2}(?:[- ]?\d){6,8}|1[- ]?[38]00(?:[- ]?\d){6}"
         r"|\+\s?\d{1,3}(?:[- ]?\d){6,12})(?!\d)",
-    ),
-    (
-        "date",
-        r"(?<![\w/.-])(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
-        r"|(?P<iy>\d{4})-(?P<im>[01]\d)-(?P<id>[0-3]\d))(?![\w/-]|\.\d)",
     ),
     (
         "ndate",
@@ -138,10 +164,10 @@ _ALTERNATIVES = (
         rf"(?<![\w.])(?P<xa>{_NUM})\s?[x×]\s?(?P<xb>{_NUM})(?:\s?[x×]\s?(?P<xc>{_NUM}))?"
         rf"(?:\s?(?P<xu>{_alternation(UNITS)})(?![\w/²³]))?",
     ),
-    ("percent", rf"(?<![\w.])(?P<pv>-?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?[%％]"),
+    ("percent", rf"(?<![\w.])(?P<pv>[-{_MINUS}+]?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?[%％]"),
     (
         "unit",
-        rf"(?<![\w.])(?P<uv>-?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³])",
+        rf"(?<![\w.])(?P<uv>[-{_MINUS}+]?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³])",
     ),
     ("ordinal", r"(?<![\w.])(?P<on>\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
@@ -151,13 +177,18 @@ _ALTERNATIVES = (
     ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
     ("range", rf"(?<![\w.,/-])(?P<ra>{_NUM}){_DASH}(?P<rb>{_NUM})(?![\w/-]|[.,]\d)"),
     ("code2", r"(?<![\w@./#-])\d+[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
-    ("number", r"(?P<neg>(?<![\w.-])-(?=\d))?(?P<nv>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)*)"),
+    (
+        "number",
+        rf"(?P<neg>(?<![\w.+{_MINUS}-])[-{_MINUS}+](?=\d))?(?P<nv>(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)*)",
+    ),
     ("vulgar", r"[¼½¾⅐-⅞]"),
     ("sup", r"[¹²³⁰⁴-⁹]+"),
 )
 
-_LETTER_START = ("email", "url", "abbr", "money", "hash", "ke", "mdate", "code")
-_OTHER_START = tuple(name for name, _ in _ALTERNATIVES if name not in ("abbr", "ke", "mdate", "code"))
+_LETTER_START = ("email", "url", "abbr", "money", "hash", "ke", "mdate", "version", "plate", "code")
+_OTHER_START = tuple(
+    name for name, _ in _ALTERNATIVES if name not in ("abbr", "ke", "mdate", "version", "plate", "code")
+)
 
 
 def _compile(names: tuple[str, ...]) -> re.Pattern[str]:
@@ -170,8 +201,20 @@ LETTER_ENTITY = _compile(_LETTER_START)
 OTHER_ENTITY = _compile(_OTHER_START)
 # where entities can be: digits, "@" and number symbols, or a web address ("www.", "://", ".com"); two
 # patterns, because one alternation of both is scanned several times slower
-DIGIT_ANCHOR = re.compile(r"[0-9]+|[@¼½¾⅐-⅞¹²³⁰⁴-⁹]")
+DIGIT_ANCHOR = re.compile(r"[0-9]+|[@¼½¾⅐-⅞¹²³⁰⁴-⁹]|#(?=[A-Za-z])")
 URL_HINT = re.compile(r"www\.|://|\.(?:com|net|org|gov|edu|my|io|asia|info|biz|co|sg|ai|app)")
+# a road number after a road word: "Jalan 7/2", "Jln. PJS 11/15", "Lorong 5/1A", "Jalan SS2/24" (``core``)
+ROAD_NUMBER = re.compile(
+    r"(?<![\w/])(?:(?P<rl>[A-Za-z]{1,4}) ?)?(?P<rn>\d+[A-Za-z]?(?:/\d+[A-Za-z]?)+)(?![\w/]|\.\d)", re.ASCII
+)
+ROAD_WORDS = frozenset(
+    """
+jalan jln jl lorong lrg persiaran psn lebuh lebuhraya lingkaran lengkok lintang solok medan seksyen section
+road rd street st avenue
+""".split()  # noqa: SIM905
+)
+# a plate: up to three capitals one space before a number ("JQA 3391"): a candidate start (``core``)
+PLATE_WORD = re.compile(r"[A-Z]{2,3}")
 # where an abbreviation may start (``LETTER_ENTITY`` decides)
 ABBREVIATION_HINT = re.compile(
     "|".join(

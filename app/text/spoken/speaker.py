@@ -15,6 +15,7 @@ __all__ = ["SCALE_VALUES", "Speaker"]
 
 SCALE_VALUES = {"k": 1000, "m": 10**6, "b": 10**9}
 _LONGEST = 15  # digits of the longest whole number read as a quantity
+_SIGNS = frozenset("-\u2212+")  # the minus sign U+2212 is read like a hyphen-minus
 
 
 class Speaker:
@@ -30,6 +31,8 @@ class Speaker:
     number_template = "{n}"  # "#12" -> "number twelve"
     times_template = "{n}"  # "2x" -> "two times"
     by_word = ""  # dimensions: "30 x 20" -> "thirty by twenty"
+    version_word = ""  # "v4.3" -> "version four point three"
+    slash_word = ""  # a road number: "Jalan 7/2" -> "Jalan seven slash two"
     scale_words: ClassVar[dict[str, str]] = {}  # "m" -> "million": scales said as words, not multiplied out
     units: ClassVar[dict[str, tuple[str, str]]] = {}  # key -> (template for 1, template for other values)
     per_units: ClassVar[dict[str, str]] = {}  # key -> "{n} per kilogram"
@@ -46,16 +49,28 @@ class Speaker:
         return self.numbers.digits(text)
 
     def number(self, text: str) -> str:
-        """A written quantity such as "1,250", "-3.5" or "0.75", in words."""
-        if text.startswith("-"):
-            return self.join([self.minus_word, self.number(text[1:])])
+        """A written quantity such as "1,250", "-3.5", "+15" or "0.75", in words."""
+        if text[:1] in _SIGNS:
+            return self.join([self.sign_word(text[0]), self.number(text[1:])])
         whole, _, fraction = text.replace(",", "").partition(".")
         if len(whole) > _LONGEST:  # no one says such a number: digit by digit
             return self.join([self.digits(whole), self.point_word if fraction else "", self.digits(fraction)])
         return self.numbers.decimal(text)
 
+    def sign_word(self, sign: str) -> str:
+        """The word for a written sign: "-" (or the minus sign "−") and "+"."""
+        return self.plus_word if sign == "+" else self.minus_word
+
     def year(self, n: int) -> str:
         return self.cardinal(n)
+
+    def version(self, parts: list[str]) -> str:
+        """ "v1.12.7" -> "version one point twelve point seven" (each part a whole number)."""
+        return self.join([self.version_word, self.dotted(parts)])
+
+    def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
+        """Malay "3hb Ogos" (hari bulan) outside Malay: a date, or the day alone when no month is written."""
+        return self.date(day, month, year) if month else self.cardinal(day)
 
     def dotted(self, parts: list[str]) -> str:
         """A version or other number with several dots: "17.4.1"."""
