@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from bench.soak import (
     FORMATS,
     SoakConfig,
+    allocation_growth,
     plan_requests,
     read_fd_kinds,
     read_proc,
@@ -68,6 +71,26 @@ def test_proc_readings_count_this_process_sockets_by_kind() -> None:
     assert kinds["tcp_other"] - before["tcp_other"] == 2
     rss_kib, threads = read_proc(os.getpid())
     assert rss_kib > 1024 and threads >= 1
+
+
+def test_allocation_growth_names_the_line_that_kept_memory(tmp_path: Path) -> None:
+    was_tracing = tracemalloc.is_tracing()
+    tracemalloc.start(4)
+    try:
+        tracemalloc.take_snapshot().dump(str(tmp_path / "before.tm"))
+        kept = [bytearray(1000) for _ in range(200)]  # the line the diff must name
+        line = sys._getframe().f_lineno - 1
+        tracemalloc.take_snapshot().dump(str(tmp_path / "after.tm"))
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    growth = allocation_growth(tmp_path / "before.tm", tmp_path / "after.tm")
+    top = growth["top_lines"][0]
+    assert top["where"] == f"tests/bench/test_soak.py:{line}"
+    assert top["count_diff"] >= 200 and top["size_diff_kib"] >= 200 * 1000 / 1024
+    assert growth["traced_kib"][1] - growth["traced_kib"][0] >= 195
+    assert growth["top_tracebacks"][0]["stack"][-1] == top["where"]
+    assert len(kept) == 200
 
 
 @pytest.mark.slow
