@@ -52,7 +52,7 @@ import sysconfig
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -242,32 +242,43 @@ async def _read_raw(response: aiohttp.ClientResponse, plan: PlannedRequest) -> R
     return RequestOutcome(plan.index, "ok")
 
 
+async def _sse_lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The body's lines, however long (aiohttp's own line reader caps a line at 128 KiB)."""
+    pending = b""
+    async for chunk in response.content.iter_any():
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            yield line.decode("utf-8").strip()
+    if pending:
+        yield pending.decode("utf-8").strip()
+
+
 async def _read_sse(response: aiohttp.ClientResponse, plan: PlannedRequest) -> RequestOutcome:
     head = b""
     size = 0
     done = finished = False
-    async for raw in response.content:
-        line = raw.decode("utf-8").strip()
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            finished = True
-            break
-        event = json.loads(data)
-        kind = event.get("type")
-        if kind == "speech.audio.delta":
-            audio = base64.b64decode(event["audio"])
-            if plan.drop and audio:
-                response.close()
-                return RequestOutcome(plan.index, "dropped")
-            if len(head) < HEAD_BYTES:
-                head += audio[: HEAD_BYTES - len(head)]
-            size += len(audio)
-        elif kind == "speech.audio.done":
-            done = True
-        elif kind == "error":
-            return RequestOutcome(plan.index, "failed", "sse_error", json.dumps(event)[:200])
+    async with contextlib.aclosing(_sse_lines(response)) as body_lines:
+        async for line in body_lines:
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                finished = True
+                break
+            event = json.loads(data)
+            kind = event.get("type")
+            if kind == "speech.audio.delta":
+                audio = base64.b64decode(event["audio"])
+                if plan.drop and audio:
+                    response.close()
+                    return RequestOutcome(plan.index, "dropped")
+                if len(head) < HEAD_BYTES:
+                    head += audio[: HEAD_BYTES - len(head)]
+                size += len(audio)
+            elif kind == "speech.audio.done":
+                done = True
+            elif kind == "error":
+                return RequestOutcome(plan.index, "failed", "sse_error", json.dumps(event)[:200])
     if not (done and finished) or not well_formed(plan.response_format, head, size):
         detail = f"done={done} [DONE]={finished} {size} bytes, head {head[:12]!r}"
         return RequestOutcome(plan.index, "failed", "bad_body", detail)
