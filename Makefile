@@ -12,7 +12,7 @@ FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
-	bench-demo gradio clean
+	bench-demo bench-soak gradio clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,10 @@ gradio: install
 ## bench-demo: the load benchmark against the demo stack (fixtures + fake vLLM at 100 tokens/s), levels 1,4,16
 bench-demo: install fixtures
 	PY=$(PY) FIXTURES=$(FIXTURES) bench/run_demo.sh
+
+## bench-soak: memory soak of the demo stack: 1000 streamed requests at concurrency 16, 30% dropped mid-stream
+bench-soak: install fixtures
+	$(PY) -m bench.soak --codec-model $(FIXTURES)/codec --out soak_cpu.json
 
 clean:
 	rm -rf $(FIXTURES) .pytest_cache .ruff_cache
