@@ -56,6 +56,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
             yield
         finally:
             await eng.close()
+            metrics.close()
             await asyncio.to_thread(tracing.shutdown)
             log.info("engine closed")
 

@@ -4,7 +4,8 @@ Owns the LM source, the codec worker (decoder, and the encoder when VC_ENABLED),
 cache and the interleave service, all built from ``Settings`` and started in ``start``. ``plan`` turns a
 ``SpeechJob`` into a ``NeuCodecUtterance`` (the prompt, with interleave history when asked); its
 ``stream`` runs ``pipeline.synthesize`` and, with history, holds the first audio until the fallback
-check has been decided, so a regeneration without history never follows audio.
+check has been decided, so a regeneration without history never follows audio; its turn is stored before
+the stream ends (``Interleave.land``), so before the response's last bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from app.observability.metrics import Metrics
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
+    from app.codec.shared_codes import RedisSharedCodes
     from app.codec.worker import CodecOptions, CodecWorker
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,16 @@ def build_source(settings: Settings) -> TokenSource:
     from app.lm.transformers_source import TransformersTokenSource
 
     return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
+
+
+def shared_codes(settings: Settings) -> RedisSharedCodes | None:
+    """Encoded references shared through Redis with every replica (VOICE_STORE=redis and a cache)."""
+    if settings.VOICE_STORE != "redis" or settings.REFERENCE_CACHE_SIZE == 0:
+        return None
+    from app.codec.shared_codes import RedisSharedCodes
+
+    prefix = f"{settings.REDIS_KEY_PREFIX}references:{NAME}:"
+    return RedisSharedCodes(settings.REDIS_URL, prefix, settings.SHARED_REFERENCE_TTL_S)
 
 
 def cpu_has_bf16_matmul() -> bool:
@@ -159,7 +171,7 @@ class NeuCodecUtterance:
             if stats.prompt_tokens is None:
                 stats.prompt_tokens = estimate_tokens(self.params.prompt)
         if self.turn is not None:
-            self.family.interleave.commit(self.turn, stats)
+            await self.family.interleave.land(self.turn, stats)
 
 
 async def _head(
@@ -192,7 +204,8 @@ class NeuCodecFamily:
             repetition_penalty=settings.DEFAULT_REPETITION_PENALTY,
         )
         self.source = build_source(settings)
-        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE)
+        self.shared_codes = shared_codes(settings)
+        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
         self.interleave = interleave
         self.metrics = metrics
         self.codec: CodecWorker | None = None
@@ -240,6 +253,8 @@ class NeuCodecFamily:
         log.info("starting LM source %s", self.source.name)
         await self.source.start()
         await self.interleave.start(self.source)
+        if self.shared_codes is not None:
+            await self.shared_codes.start()
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
         await asyncio.to_thread(importlib.import_module, "scipy.signal")
 
@@ -247,6 +262,8 @@ class NeuCodecFamily:
         """Stop the LM source, the interleave store and the codec worker; safe after a failed start."""
         await self.source.close()
         await self.interleave.close()
+        if self.shared_codes is not None:
+            await self.shared_codes.close()
         if self.codec is not None:
             await self.codec.close()
             self.codec = None
