@@ -31,7 +31,8 @@ async def test_add_writes_one_json_file_and_a_restart_reads_it(tmp_path: Path) -
     stored = json.loads(path.read_text())
     assert stored["version"] == 2 and stored["codes"] == {"neucodec": [1, 2, 65535]}
     assert stored["reference_text"] == "hello there" and stored["consent"] == "recorded 2026-01-01"
-    assert sorted(p.name for p in path.parent.iterdir()) == [".lock", ".version", "anna_1.json"], "no temp files"
+    names = sorted(p.name for p in path.parent.iterdir())
+    assert names == [".lock", ".version", "anna_1.json"], "no temp files left behind"
     second = await registry(tmp_path / "voices")
     assert await second.voices() == [voice]
 

@@ -192,7 +192,7 @@ class VoiceRegistry:
     async def add(
         self, name: str, reference_text: str, codes: Mapping[str, list[int]], consent: str | None, now: int
     ) -> RegisteredVoice:
-        """Store a new voice with its codes per family. Raises as ``check_name``; 503 when the store is down."""
+        """Store a new voice with its codes per family. Raises as ``check_name``; 503: store down."""
         await self.check_name(name)
         voice = RegisteredVoice(name, reference_text, {f: tuple(c) for f, c in codes.items()}, now, consent)
         try:
