@@ -25,6 +25,7 @@ import pytest
 
 from app.config import Settings
 from tests.api.conftest import REFERENCE_TEXT
+from tests.fakes.fake_vllm import FakeVLLM, Script
 from tests.speech_audio import espeak_wav
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,17 @@ START_TIMEOUT_S = 90.0
 def reference_wav(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """About 2.8 s of espeak-ng speech saying REFERENCE_TEXT (22.05 kHz mono wav), made once."""
     return espeak_wav(tmp_path_factory.mktemp("reference") / "ref.wav", REFERENCE_TEXT).read_bytes()
+
+
+@pytest.fixture
+async def fake_vllm() -> AsyncIterator[FakeVLLM]:
+    """A scriptable fake vLLM on a free port (48 codes, 8 per event, no pacing)."""
+    fake = FakeVLLM(Script(codes=list(range(1000, 1048)), tokens_per_event=8))
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
 
 
 @pytest.fixture

@@ -16,22 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import REFERENCE_TEXT
 from tests.api.test_speech_http import assert_openai_error
-from tests.fakes.fake_vllm import FakeVLLM, Script
+from tests.fakes.fake_vllm import FakeVLLM
 from tests.scale.conftest import REDIS_URL, server_processes
 
 VOICES = "/v1/audio/voices"
 SPEECH = "/v1/audio/speech"
 TEXTS = ["first sentence here.", "second one follows.", "third comes next.", "fourth and last."]
-
-
-@pytest.fixture
-async def fake_vllm() -> FakeVLLM:
-    fake = FakeVLLM(Script(codes=list(range(1000, 1048)), tokens_per_event=8))
-    await fake.start()
-    try:
-        yield fake  # type: ignore[misc]
-    finally:
-        await fake.stop()
 
 
 def base_settings(codec_dir: Path, fake: FakeVLLM, tmp_path: Path) -> dict[str, str]:
