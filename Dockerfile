@@ -22,7 +22,8 @@ RUN useradd --create-home --uid 10001 --user-group tts \
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /srv
 COPY app ./app
-# WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: deploy/README.md)
+# WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: deploy/README.md);
+# their metrics are merged through PROMETHEUS_MULTIPROC_DIR, emptied of old values at each start
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -36,4 +37,4 @@ USER tts
 EXPOSE 9091
 HEALTHCHECK --interval=15s --timeout=5s --start-period=180s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ['PORT'], timeout=4)"]
-CMD ["sh", "-c", "exec uvicorn --factory app.main:create_app --host \"$HOST\" --port \"$PORT\" --workers \"$WORKERS\" --log-level \"$LOG_LEVEL\""]
+CMD ["sh", "-c", "if [ \"$WORKERS\" -gt 1 ]; then export PROMETHEUS_MULTIPROC_DIR=\"${PROMETHEUS_MULTIPROC_DIR:-/tmp/tts-metrics}\"; mkdir -p \"$PROMETHEUS_MULTIPROC_DIR\" && rm -f \"$PROMETHEUS_MULTIPROC_DIR\"/*.db; fi; exec uvicorn --factory app.main:create_app --host \"$HOST\" --port \"$PORT\" --workers \"$WORKERS\" --log-level \"$LOG_LEVEL\""]

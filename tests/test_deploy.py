@@ -121,3 +121,42 @@ def test_kubernetes_manifests_probe_health_and_ready() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     assert api["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yaml", "docker-compose-cpu.yaml"])
+def test_compose_offers_a_persistent_redis_for_shared_voices_and_turns(compose: Path, name: str) -> None:
+    plain = config(compose, name, TTS_API="http://lm:9093")["services"]
+    assert "tts-redis" not in plain  # only with --profile redis
+    assert plain["tts-api"]["environment"]["VOICE_STORE"] == "file"
+    shared = config(
+        compose, name, COMPOSE_PROFILES="redis", VOICE_STORE="redis", INTERLEAVE_STORE="redis", TTS_API="x"
+    )["services"]
+    redis_args = shared["tts-redis"]["command"]
+    assert redis_args[redis_args.index("--appendonly") + 1] == "yes"  # voices survive a restart
+    assert any(volume["target"] == "/data" for volume in shared["tts-redis"]["volumes"])
+    environment = shared["tts-api"]["environment"]
+    assert (environment["VOICE_STORE"], environment["INTERLEAVE_STORE"]) == ("redis", "redis")
+    assert environment["REDIS_URL"] == "redis://tts-redis:6379/0"
+
+
+def test_kubernetes_replicas_share_voices_and_turns_through_a_persistent_redis() -> None:
+    documents = [
+        doc
+        for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+    by_kind_name = {(doc["kind"], doc["metadata"]["name"]): doc for doc in documents if "metadata" in doc}
+    settings = by_kind_name[("ConfigMap", "tts-api-config")]["data"]
+    assert (settings["VOICE_STORE"], settings["INTERLEAVE_STORE"]) == ("redis", "redis")
+    assert settings["REDIS_URL"].startswith("redis://tts-redis:")
+    assert ("Service", "tts-redis") in by_kind_name
+    redis = by_kind_name[("Deployment", "tts-redis")]["spec"]["template"]["spec"]
+    args = redis["containers"][0]["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"
+    claim = redis["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    assert ("PersistentVolumeClaim", claim) in by_kind_name
+    assert by_kind_name[("Deployment", "tts-api")]["spec"]["replicas"] > 1
+    assert not [
+        d for d in documents if d["kind"] == "PersistentVolumeClaim" and "voices" in d["metadata"]["name"]
+    ]
