@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 import redis
 
 from app.codec.reference_cache import ReferenceCache
-from app.codec.shared_codes import RedisSharedCodes
+from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
 from app.core.errors import Conflict, InvalidRequest, NotFound, Unavailable
 from app.synthesis.registry import VoiceRegistry, VoiceStore
 from app.synthesis.voice_stores.file import FileVoiceStore
@@ -123,20 +124,28 @@ async def test_redis_records_that_do_not_parse_are_skipped(redis_prefix: str) ->
     await registry.close()
 
 
-async def test_shared_reference_codes_spare_a_second_process_the_encode(redis_prefix: str) -> None:
+@pytest.mark.parametrize("kind", ["file", "redis"])
+async def test_shared_reference_codes_spare_a_second_process_the_encode(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     calls = []
 
     async def encode(samples: np.ndarray) -> list[int]:
         calls.append(len(samples))
         return [7, 8, 9]
 
-    shared = [RedisSharedCodes(REDIS_URL, redis_prefix + "references:", 60) for _ in range(2)]
+    def store() -> FileSharedCodes | RedisSharedCodes:
+        if kind == "file":
+            return FileSharedCodes(tmp_path / "refs", 4)
+        return RedisSharedCodes(REDIS_URL, request.getfixturevalue("redis_prefix") + "references:", 60)
+
+    shared = [store() for _ in range(2)]
     for store in shared:
         await store.start()
     one, two = (ReferenceCache(4, shared=store) for store in shared)
     samples = np.zeros(160, dtype=np.float32)
-    assert await one.get_or_encode("digest", samples, encode) == [7, 8, 9]
-    assert await two.get_or_encode("digest", samples, encode) == [7, 8, 9]
+    assert await one.get_or_encode("ab" * 16, samples, encode) == [7, 8, 9]
+    assert await two.get_or_encode("ab" * 16, samples, encode) == [7, 8, 9]
     assert calls == [160]  # the second process found the first one's codes
     for store in shared:
         await store.close()
@@ -153,3 +162,19 @@ async def test_shared_reference_codes_are_best_effort_when_redis_is_down() -> No
     assert await cache.get_or_encode("d", np.zeros(4, dtype=np.float32), encode) == [1]
     assert await store.get("d") is None  # skipped while backing off: no second timeout
     await store.close()
+
+
+async def test_file_shared_codes_keep_the_most_recently_used(tmp_path: Path) -> None:
+    shared = FileSharedCodes(tmp_path, capacity=2)
+    digests = ["aa" * 16, "bb" * 16, "cc" * 16]
+    await shared.put(digests[0], [1])
+    await shared.put(digests[1], [2])
+    old = 1_000_000_000
+    os.utime(tmp_path / f"{digests[0]}.codes", (old, old))
+    os.utime(tmp_path / f"{digests[1]}.codes", (old + 1, old + 1))
+    assert await shared.get(digests[0]) == [1]  # a hit makes it the most recently used
+    await shared.put(digests[2], [3])
+    assert sorted(p.stem for p in tmp_path.glob("*.codes")) == [digests[0], digests[2]]
+    assert await shared.get("../../etc/passwd") is None  # only hex digests name files
+    (tmp_path / f"{digests[2]}.codes").write_text("not json")
+    assert await shared.get(digests[2]) is None

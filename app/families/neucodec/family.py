@@ -14,6 +14,7 @@ import asyncio
 import importlib
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -35,7 +36,7 @@ from app.observability.metrics import Metrics
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
-    from app.codec.shared_codes import RedisSharedCodes
+    from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
     from app.codec.worker import CodecOptions, CodecWorker
 
 log = logging.getLogger(__name__)
@@ -65,14 +66,18 @@ def build_source(settings: Settings) -> TokenSource:
     return TransformersTokenSource(settings.TTS_MODEL, settings.DEVICE, dtype=settings.LM_DTYPE)
 
 
-def shared_codes(settings: Settings) -> RedisSharedCodes | None:
-    """Encoded references shared through Redis with every replica (VOICE_STORE=redis and a cache)."""
-    if settings.VOICE_STORE != "redis" or settings.REFERENCE_CACHE_SIZE == 0:
+def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | None:
+    """Encoded references shared with the other processes in the voice store: Redis (every replica) or
+    ``VOICES_DIR/.references/neucodec`` (one host's workers); none when REFERENCE_CACHE_SIZE is 0."""
+    if settings.REFERENCE_CACHE_SIZE == 0:
         return None
-    from app.codec.shared_codes import RedisSharedCodes
+    from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
 
-    prefix = f"{settings.REDIS_KEY_PREFIX}references:{NAME}:"
-    return RedisSharedCodes(settings.REDIS_URL, prefix, settings.SHARED_REFERENCE_TTL_S)
+    if settings.VOICE_STORE == "redis":
+        prefix = f"{settings.REDIS_KEY_PREFIX}references:{NAME}:"
+        return RedisSharedCodes(settings.REDIS_URL, prefix, settings.SHARED_REFERENCE_TTL_S)
+    directory = Path(settings.VOICES_DIR) / ".references" / NAME
+    return FileSharedCodes(directory, settings.REFERENCE_CACHE_SIZE)
 
 
 def cpu_has_bf16_matmul() -> bool:
