@@ -16,6 +16,7 @@ voices never consult the registry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -125,6 +126,7 @@ class VoiceRegistry:
     reserved: set[str] = field(default_factory=set)
     _version: str | None = None
     _voices: dict[str, RegisteredVoice] = field(default_factory=dict)
+    _reloading: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
     def of(cls, store: VoiceStore, max_voices: int, reserved: Iterable[str] = ()) -> VoiceRegistry:
@@ -151,11 +153,23 @@ class VoiceRegistry:
     async def _current(self) -> dict[str, RegisteredVoice]:
         """The voices as the store holds them now (reloaded when its version changed). 503 when down."""
         try:
-            if self._version is not None and await self.store.version() == self._version:
+            if await self._up_to_date():
                 return self._voices
-            version, loaded = await self.store.load()
+            async with self._reloading:  # one reload at a time; the requests that waited use its result
+                if await self._up_to_date():
+                    return self._voices
+                version, loaded = await self.store.load()
+                return self._keep(version, loaded)
         except VoiceStoreError as exc:
             raise _down(exc) from exc
+
+    async def _up_to_date(self) -> bool:
+        """True when the copy is of the store's current version (a load reads the version first, so
+        the copy holds at least what that version names)."""
+        return self._version is not None and await self.store.version() == self._version
+
+    def _keep(self, version: str, loaded: list[RegisteredVoice]) -> dict[str, RegisteredVoice]:
+        """Hold ``loaded`` (less the voices a built-in one shadows) as the copy of ``version``."""
         voices = {}
         for voice in loaded:
             if voice.name.lower() in self.reserved:
