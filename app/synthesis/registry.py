@@ -124,9 +124,9 @@ class VoiceRegistry:
     store: VoiceStore
     max_voices: int
     reserved: set[str] = field(default_factory=set)
-    _version: str | None = None
-    _voices: dict[str, RegisteredVoice] = field(default_factory=dict)
-    _reloading: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _version: str | None = field(default=None, init=False)  # of the store, when ``_voices`` was read
+    _voices: dict[str, RegisteredVoice] = field(default_factory=dict, init=False)
+    _reloading: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     @classmethod
     def of(cls, store: VoiceStore, max_voices: int, reserved: Iterable[str] = ()) -> VoiceRegistry:

@@ -140,3 +140,6 @@ async def test_two_servers_share_voices_turns_and_metrics(
             # the shared reference codes: the one clip was encoded once, by one of the servers
             assert metric(text, "tts_codec_batch_size_count", queue="encode") == 1
         assert speeches[0] > 0 and speeches[1] > 0
+    # both shut down: their live gauges left the merged view, their counters stay
+    assert not list(metrics_dir.glob("gauge_livesum_*.db"))
+    assert len(list(metrics_dir.glob("counter_*.db"))) == 2
