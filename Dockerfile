@@ -22,7 +22,8 @@ RUN useradd --create-home --uid 10001 --user-group tts \
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /srv
 COPY app ./app
-# WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: deploy/README.md)
+# WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: deploy/README.md);
+# their metrics are merged through PROMETHEUS_MULTIPROC_DIR (python -m app sets and empties it at each start)
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -20,6 +20,8 @@ import logging
 import os
 import socket
 import sys
+import tempfile
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -29,6 +31,7 @@ from pydantic import ValidationError
 
 from app.api.header_timeout import header_timeout_protocol
 from app.config import Settings
+from app.core.errors import APIError
 from app.main import create_app
 from app.observability.logging import configure_logging
 from app.observability.startup import StartupGuard, client_url, ready_line
@@ -49,6 +52,17 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "timeout_graceful_shutdown": settings.SHUTDOWN_GRACE_S,
         "http": header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S),
     }
+
+
+def prepare_multiprocess_metrics() -> None:
+    """Several workers: their metrics go through PROMETHEUS_MULTIPROC_DIR (default <tmp>/tts-metrics),
+    emptied of an earlier run's values, so that ``/metrics`` on any worker sums them all."""
+    directory = Path(
+        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(Path(tempfile.gettempdir(), "tts-metrics")))
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink(missing_ok=True)
 
 
 def worker_app() -> FastAPI:
@@ -87,8 +101,12 @@ async def log_ready(app: FastAPI, settings: Settings) -> None:
     engine: Engine = app.state.engine
     url = client_url(settings.HOST, settings.PORT)
     voices = engine.default.voices
+    try:
+        registered = len(await engine.registry.voices())
+    except APIError:  # the shared voice store is down: the ready line does not wait for it
+        registered = 0
     message, fields = ready_line(
-        url, engine.model_ids(), list(voices.voices), len(voices.aliases), len(engine.registry.voices)
+        url, engine.model_ids(), list(voices.voices), len(voices.aliases), registered
     )
     log.info("%s", message, extra=fields)
     if not all((await engine.ready()).values()):
@@ -108,6 +126,7 @@ def main() -> None:
         sys.exit(INVALID_SETTINGS)
     configure_logging(settings)
     if settings.WORKERS > 1:
+        prepare_multiprocess_metrics()
         uvicorn.run(
             "app.__main__:worker_app", factory=True, workers=settings.WORKERS, **server_options(settings)
         )

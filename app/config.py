@@ -194,6 +194,18 @@ class VoiceSettings(BaseSettings):
     )
     VOICES_DIR: str = Field("voices", description="Directory of registered voices (one JSON file each).")
     MAX_REGISTERED_VOICES: int = Field(100, ge=0, description="Most voices that can be registered.")
+    # Scale-out (issue 20): where registered voices and encoded references are shared
+    VOICE_STORE: Literal["file", "redis"] = Field(
+        "file",
+        description="Registered voices and encoded references: file (VOICES_DIR, shared by one host's "
+        "workers) or redis (REDIS_URL, shared by every replica).",
+    )
+    REDIS_KEY_PREFIX: str = Field(
+        "tts:", description="Prefix of every Redis key the server writes (voices, references, turns)."
+    )
+    SHARED_REFERENCE_TTL_S: float = Field(
+        86400.0, gt=0, description="VOICE_STORE=redis: encoded references are shared this long after use."
+    )
 
 
 class InterleaveSettings(BaseSettings):
@@ -230,7 +242,7 @@ class InterleaveSettings(BaseSettings):
     INTERLEAVE_FALLBACK: bool = Field(
         True, description="Regenerate once without history when the LM stops implausibly early with it."
     )
-    REDIS_URL: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis interleave store.")
+    REDIS_URL: str = Field("redis://127.0.0.1:6379/0", description="Redis of the redis stores.")
 
 
 class AudioSettings(BaseSettings):

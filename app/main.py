@@ -65,6 +65,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
         finally:
             decoder.close()
             await eng.close()
+            metrics.close()
             await asyncio.to_thread(tracing.shutdown)
             log.info("engine closed")
 

@@ -246,7 +246,9 @@ def test_the_container_runs_the_app_entry_point() -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 3])
-def test_python_m_app_serves_with_the_settings(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+def test_python_m_app_serves_with_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workers: int
+) -> None:
     import functools
     import pickle
 
@@ -255,14 +257,27 @@ def test_python_m_app_serves_with_the_settings(monkeypatch: pytest.MonkeyPatch, 
 
     calls: list[tuple[object, dict[str, Any]]] = []
     monkeypatch.setattr(entry.uvicorn, "run", lambda app, **options: calls.append((app, options)))
+
+    def run_one(server: Any) -> None:  # one process: our Server subclass, with the same options
+        config = server.config
+        options = {
+            "timeout_graceful_shutdown": config.timeout_graceful_shutdown,
+            "access_log": config.access_log,
+        }
+        calls.append((config.app, options | {"http": config.http}))
+
+    monkeypatch.setattr(entry.Server, "run", run_one)
     monkeypatch.setattr(entry, "configure_logging", lambda settings: calls.append(("logging", {})))
     for name, value in {
         "WORKERS": str(workers),
         "SHUTDOWN_GRACE_S": "7",
         "HEADER_READ_TIMEOUT_S": "4",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("LM_BACKEND", "http")
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "counter_1.db").write_bytes(b"stale")
     entry.main()
     assert calls[0][0] == "logging"
     target, options = calls[1]
@@ -275,3 +290,43 @@ def test_python_m_app_serves_with_the_settings(monkeypatch: pytest.MonkeyPatch, 
         assert not isinstance(target, str)
     else:
         assert (target, options["factory"], options["workers"]) == ("app.__main__:worker_app", True, 3)
+        assert not list((tmp_path / "metrics").glob("*.db"))  # an earlier run's values are gone
+
+
+@pytest.mark.parametrize("name", ["docker-compose.yaml", "docker-compose-cpu.yaml"])
+def test_compose_offers_a_persistent_redis_for_shared_voices_and_turns(compose: Path, name: str) -> None:
+    plain = config(compose, name, TTS_API="http://lm:9093")["services"]
+    assert "tts-redis" not in plain  # only with --profile redis
+    assert plain["tts-api"]["environment"]["VOICE_STORE"] == "file"
+    shared = config(
+        compose, name, COMPOSE_PROFILES="redis", VOICE_STORE="redis", INTERLEAVE_STORE="redis", TTS_API="x"
+    )["services"]
+    redis_args = shared["tts-redis"]["command"]
+    assert redis_args[redis_args.index("--appendonly") + 1] == "yes"  # voices survive a restart
+    assert any(volume["target"] == "/data" for volume in shared["tts-redis"]["volumes"])
+    environment = shared["tts-api"]["environment"]
+    assert (environment["VOICE_STORE"], environment["INTERLEAVE_STORE"]) == ("redis", "redis")
+    assert environment["REDIS_URL"] == "redis://tts-redis:6379/0"
+
+
+def test_kubernetes_replicas_share_voices_and_turns_through_a_persistent_redis() -> None:
+    documents = [
+        doc
+        for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+    by_kind_name = {(doc["kind"], doc["metadata"]["name"]): doc for doc in documents if "metadata" in doc}
+    settings = by_kind_name[("ConfigMap", "tts-api-config")]["data"]
+    assert (settings["VOICE_STORE"], settings["INTERLEAVE_STORE"]) == ("redis", "redis")
+    assert settings["REDIS_URL"].startswith("redis://tts-redis:")
+    assert ("Service", "tts-redis") in by_kind_name
+    redis = by_kind_name[("Deployment", "tts-redis")]["spec"]["template"]["spec"]
+    args = redis["containers"][0]["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"
+    claim = redis["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    assert ("PersistentVolumeClaim", claim) in by_kind_name
+    assert by_kind_name[("Deployment", "tts-api")]["spec"]["replicas"] > 1
+    assert not [
+        d for d in documents if d["kind"] == "PersistentVolumeClaim" and "voices" in d["metadata"]["name"]
+    ]

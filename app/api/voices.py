@@ -28,7 +28,7 @@ def _registered(voice: RegisteredVoice) -> dict[str, Any]:
         "type": "registered",
         "aliases": [],
         "reference_text": voice.reference_text,
-        "duration_s": round(len(voice.codes) / TOKENS_PER_SECOND, 2),
+        "duration_s": round(voice.n_codes / TOKENS_PER_SECOND, 2),
         "created_at": voice.created_at,
     }
 
@@ -42,7 +42,7 @@ async def list_voices(request: Request) -> dict[str, list[dict[str, Any]]]:
         catalog = family.voices
         for v in catalog.voices:
             builtin.setdefault(v, {"id": v, "name": v, "type": "builtin", "aliases": catalog.aliases_of(v)})
-    return {"voices": list(builtin.values()) + [_registered(v) for v in engine.registry.voices]}
+    return {"voices": list(builtin.values()) + [_registered(v) for v in await engine.registry.voices()]}
 
 
 @router.post(routes.VOICES, status_code=201)

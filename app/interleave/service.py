@@ -1,10 +1,11 @@
 """Interleave for the speech route: load and fit an id's history, decide the fallback, commit turns.
 
 Store failures never fail a request: a history that cannot be read is an empty one (cold start), a
-turn that cannot be stored is dropped; both are logged and counted in ``counters``. Commits run in the
-background after the response; a later request (or GET/DELETE) on the same id in this process first
-waits for the id's pending commit, so a client that sends its next sentence the moment a response ends
-still finds the previous turn.
+turn that cannot be stored is dropped; both are logged and counted in ``counters``. A commit runs as a
+task that the response's end waits for (``land``, at most ``COMMIT_WAIT_S``): the turn is in the store
+before the last bytes are sent, so a next request on any worker or replica finds it. A commit that takes
+longer goes on in the background; a later request (or GET/DELETE) on the same id in this process then
+waits for it.
 
 Fallback: with history in the prompt, an LM that stops ("stop") after fewer than
 ``min_plausible_codes(text)`` codes is taken as derailed by the history, and the turn is regenerated
@@ -37,6 +38,7 @@ log = logging.getLogger(__name__)
 CODES_PER_UNIT_FLOOR = 4  # 0.08 s per word or CJK character: 12.5 words/s, 3-4x faster than fast speech
 MIN_PLAUSIBLE_CODES = 10
 MAX_HOLD_CODES = 50  # 1 s of speech: the most audio the fallback check holds back
+COMMIT_WAIT_S = 1.0  # longest a response's end waits for its turn to be stored (the stores' own timeout)
 
 
 def speech_units(text: str) -> int:
@@ -222,11 +224,17 @@ class Interleave:
         self.counters.add("fallbacks")
         log.info("interleave fallback: the LM stopped implausibly early with history; regenerating cold")
 
-    def commit(self, turn: InterleaveTurn, stats: UtteranceStats) -> None:
-        """Store the finished turn in the background when its generation ended normally ("stop") with at
-        least one code; a cut (length), cancelled or failed generation is not a turn."""
+    async def land(self, turn: InterleaveTurn, stats: UtteranceStats) -> None:
+        """``commit``, then wait up to COMMIT_WAIT_S for the turn to be stored (never cancels it)."""
+        task = self.commit(turn, stats)
+        if task is not None:
+            await asyncio.wait({task}, timeout=COMMIT_WAIT_S)
+
+    def commit(self, turn: InterleaveTurn, stats: UtteranceStats) -> asyncio.Task[None] | None:
+        """Store the finished turn in a task when its generation ended normally ("stop") with at least one
+        code; a cut (length), cancelled or failed generation is not a turn (None)."""
         if self.store is None or stats.finish_reason != "stop" or not stats.tokens:
-            return
+            return None
         record = Turn(turn.voice, turn.text, tuple(stats.tokens))
         key = turn.interleave_id
         task = asyncio.create_task(self._append(key, record, turn.keep, self._pending.get(key)))
@@ -237,6 +245,7 @@ class Interleave:
                 del self._pending[key]
 
         task.add_done_callback(done)
+        return task
 
     async def _append(
         self, interleave_id: str, turn: Turn, keep: int, after: asyncio.Task[None] | None

@@ -5,8 +5,10 @@ test process builds never collide on metric names and nothing is registered at i
 
 Several worker processes (``uvicorn --workers N``): set ``PROMETHEUS_MULTIPROC_DIR`` to an empty,
 writable directory in the environment before the server starts. prometheus-client then keeps every
-value in a file there, and ``/metrics`` in any worker merges all the workers' files (gauges sum the
-live processes). That variable belongs to prometheus-client and is read from the process environment.
+value in a file there, and ``/metrics`` in any worker merges all the workers' files: counters and
+histograms are summed over every worker that has run since the directory was emptied, gauges over
+the live ones (a worker leaving calls ``close``, which drops its gauge files). That variable belongs to
+prometheus-client and is read from the process environment when prometheus-client is imported.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 60.0)
 FAST_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -180,5 +182,10 @@ class Metrics:
         merged = CollectorRegistry()
         MultiProcessCollector(merged, path=self.multiprocess_dir)
         return generate_latest(merged)
+
+    def close(self) -> None:
+        """At this process's shutdown: in multiprocess mode its live gauges leave the merged view."""
+        if self.multiprocess_dir is not None:
+            mark_process_dead(os.getpid(), self.multiprocess_dir)
 
     content_type = CONTENT_TYPE_LATEST

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from app.config import Settings
 from app.core.errors import InvalidRequest, NotFound, echo
@@ -18,6 +17,7 @@ from app.core.family import OPENAI_MODELS, ModelFamily, openai_model
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
 from app.synthesis.registry import VoiceRegistry
+from app.synthesis.voice_stores.factory import build_voice_store
 from app.text.llm import LLMNormalizer
 from app.text.normalizer import TextNormalizer
 
@@ -68,7 +68,7 @@ class Engine:
         interleave = Interleave.from_settings(settings, metrics)
         families = [FAMILIES[name](settings, interleave, metrics) for name in settings.MODEL_FAMILIES]
         reserved = [name for family in families for name in family.voices.names()]
-        registry = VoiceRegistry(Path(settings.VOICES_DIR), settings.MAX_REGISTERED_VOICES, reserved)
+        registry = VoiceRegistry.of(build_voice_store(settings), settings.MAX_REGISTERED_VOICES, reserved)
         return cls(settings, families, build_normalizer(settings), registry, interleave, metrics)
 
     @property
@@ -116,7 +116,7 @@ class Engine:
         for family in self.families:
             log.info("starting model family %s (%s)", family.name, ", ".join(family.model_ids()))
             await family.start()
-        await self.registry.load()
+        await self.registry.start()
         if self.normalizer.llm is not None:
             await self.normalizer.llm.start()
 
@@ -124,6 +124,7 @@ class Engine:
         """Close every family and the llm normalizer; safe after a failed start."""
         for family in reversed(self.families):
             await family.close()
+        await self.registry.close()
         if self.normalizer.llm is not None:
             await self.normalizer.llm.close()
 

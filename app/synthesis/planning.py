@@ -12,7 +12,7 @@ from typing import Literal, Protocol, TypeVar
 
 from app.audio.post import PostOptions
 from app.config import Settings
-from app.core.errors import ValidationFailed
+from app.core.errors import InvalidRequest, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
 from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
 from app.lm.prompt import clean_text
@@ -102,20 +102,31 @@ async def speech_text(engine: Engine, text: str, options: TextFields, param: str
     return cleaned
 
 
-def resolve_voice(engine: Engine, family: ModelFamily, name: str | None) -> str | ReferenceVoice:
-    """A registered voice by that name (400 when the family cannot speak in one), else the family's
-    built-in voice or alias (400 naming the valid voices)."""
+async def resolve_voice(engine: Engine, family: ModelFamily, name: str | None) -> str | ReferenceVoice:
+    """The family's built-in voice or alias (never asks the registry, so built-in voices work while a
+    shared voice store is down), else a registered voice by that name (400 when the family cannot speak
+    in one), else a 400 naming the valid voices. 503 when the registry is needed and unavailable."""
+    if name is None or name in family.voices.names():
+        return family.voices.resolve(name)
     registry = engine.registry
-    registered = registry.get(name) if name is not None else None
+    registered = await registry.get(name)
     if registered is not None:
         engine.require(family, reference_voice=True)
-        return reference_voice(registered)
-    return family.voices.resolve(name, [voice.name for voice in registry.voices])
+        return reference_voice(registered, family)
+    return family.voices.resolve(name, [voice.name for voice in await registry.voices()])
 
 
-def reference_voice(voice: RegisteredVoice) -> ReferenceVoice:
-    """A registered voice as a family sees it."""
-    return ReferenceVoice(voice.reference_text, voice.codes)
+def reference_voice(voice: RegisteredVoice, family: ModelFamily) -> ReferenceVoice:
+    """A registered voice as ``family`` sees it (400 when it holds no codes of that family)."""
+    codes = voice.codes.get(family.name)
+    if codes is None:
+        raise InvalidRequest(
+            f"The voice {voice.name!r} was registered with another model ({', '.join(voice.codes)}); "
+            "register it again for this one.",
+            param="voice",
+            code="voice_not_available_for_model",
+        )
+    return ReferenceVoice(voice.reference_text, codes)
 
 
 def sampling(family: ModelFamily, opts: SynthesisFields) -> Sampling:

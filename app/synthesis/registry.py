@@ -1,168 +1,248 @@
-"""VoiceRegistry: voices users registered from a reference clip, kept as NeuCodec codes + transcript.
+"""VoiceRegistry: voices users registered from a reference clip, kept as speech codes + transcript.
 
-Each voice is one JSON file ``{VOICES_DIR}/{name}.json`` written atomically (a temp file in the same
-directory, fsync, ``os.replace``), so a crash never leaves a half-written voice. All voices are read
-at startup and served from memory; file IO runs in worker threads. Names are restricted to
-``[A-Za-z0-9_-]{1,64}`` (safe as file names everywhere) and may not shadow a built-in voice or alias,
-compared case-insensitively (so two names cannot collide on a case-insensitive file system).
-One process owns a directory: other server processes see a new voice after their next restart.
+The voices live in a ``VoiceStore`` (``app/synthesis/voice_stores/``, built by its ``factory``): files
+in ``VOICES_DIR`` shared by the workers of one host, or Redis shared by every replica. Each process
+keeps a copy and checks the store's version on every use (one small read: a Redis GET, or a file read
+in a worker thread), reloading the copy when another process changed it. So a voice registered or
+deleted anywhere is seen by the next request everywhere, with no notification channel that could drop
+a message while a connection is down. Uniqueness (case-insensitive) and the voice limit are enforced
+by the store in one atomic step (a Lua script, or a host-wide file lock).
+
+Names are restricted to ``[A-Za-z0-9_-]{1,64}`` (safe as file names everywhere) and may not shadow a
+built-in voice or alias. A voice's codes are kept per model family (``{"neucodec": [...]}``). A store
+that cannot be reached is a 503 (``Unavailable``) for whatever needs a registered voice; built-in
+voices never consult the registry.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import re
-import tempfile
-import time
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
-from app.core.errors import Conflict, InvalidRequest, NotFound, echo
+from app.core.errors import Conflict, InvalidRequest, NotFound, Unavailable, echo
 from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-FILE_VERSION = 1
+FORMAT_VERSION = 2
+LEGACY_FAMILY = "neucodec"  # version 1 records hold one list of codes: NeuCodec's (the only family then)
+
+AddResult = Literal["added", "exists", "full"]
 
 
 @dataclass(frozen=True)
 class RegisteredVoice:
-    """A registered voice: its transcript (normalized, as the LM sees it) and the clip's speech codes."""
+    """A registered voice: its transcript (normalized, as the LM sees it) and the clip's speech codes per
+    model family (``codes[family_name]``)."""
 
     name: str
     reference_text: str
-    codes: tuple[int, ...]
+    codes: Mapping[str, tuple[int, ...]]
     created_at: int
     consent: str | None = None
 
+    @property
+    def n_codes(self) -> int:
+        """Codes of the family the voice was registered with (the first one stored)."""
+        return len(next(iter(self.codes.values()), ()))
+
     def to_json(self) -> dict[str, object]:
-        return {"version": FILE_VERSION, **asdict(self), "codes": list(self.codes)}
+        return {
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "reference_text": self.reference_text,
+            "codes": {family: list(codes) for family, codes in self.codes.items()},
+            "created_at": self.created_at,
+            "consent": self.consent,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> RegisteredVoice:
-        """Parse and check a stored voice; raises ValueError when it is malformed."""
-        if data.get("version") != FILE_VERSION:
-            raise ValueError(f"unknown version {data.get('version')!r}")
+        """Parse and check a stored voice (format 1 or 2); raises ValueError when it is malformed."""
+        version = data.get("version")
+        if version not in (1, FORMAT_VERSION):
+            raise ValueError(f"unknown version {version!r}")
         name, text, codes = data.get("name"), data.get("reference_text"), data.get("codes")
         created, consent = data.get("created_at"), data.get("consent")
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError(f"bad name {name!r}")
         if not isinstance(text, str) or not text:
             raise ValueError("missing reference_text")
-        if not isinstance(codes, list) or not codes:
+        by_family = {LEGACY_FAMILY: codes} if version == 1 else codes
+        if not isinstance(by_family, dict) or not by_family:
             raise ValueError("missing codes")
-        if not all(isinstance(c, int) and 0 <= c < SPEECH_CODES for c in codes):
-            raise ValueError("codes out of range")
+        for family, family_codes in by_family.items():
+            if not isinstance(family_codes, list) or not family_codes:
+                raise ValueError(f"missing codes for {family!r}")
+            if not all(isinstance(c, int) and 0 <= c < SPEECH_CODES for c in family_codes):
+                raise ValueError("codes out of range")
         if not isinstance(created, int) or (consent is not None and not isinstance(consent, str)):
             raise ValueError("bad created_at or consent")
-        return cls(name, text, tuple(codes), created, consent)
+        return cls(name, text, {str(f): tuple(c) for f, c in by_family.items()}, created, consent)
 
 
-def _write_atomic(path: Path, data: dict[str, object]) -> None:
-    """Write ``data`` as JSON to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, separators=(",", ":"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+class VoiceStoreError(Exception):
+    """The voice store's backend failed (Redis unreachable, I/O error)."""
 
 
-def _read_all(directory: Path) -> list[RegisteredVoice]:
-    """Every valid voice file in ``directory`` (none if it does not exist); bad files are logged."""
-    if not directory.is_dir():
-        return []
-    voices = []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            voice = RegisteredVoice.from_json(json.loads(path.read_text(encoding="utf-8")))
-            if voice.name != path.stem:
-                raise ValueError(f"holds voice {voice.name!r}")
-        except (OSError, ValueError) as exc:
-            log.warning("skipping voice file %s: %s", path, exc)
-            continue
-        voices.append(voice)
-    return voices
+class VoiceStore(Protocol):
+    """Where registered voices live. Names are unique case-insensitively; a version string changes
+    whenever the set of voices changes. Backend failures raise ``VoiceStoreError``."""
+
+    name: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def version(self) -> str:
+        """The store's current version (cheap: checked on every use)."""
+        ...
+
+    async def load(self) -> tuple[str, list[RegisteredVoice]]:
+        """Every valid voice and a version no newer than them (bad records are logged and skipped)."""
+        ...
+
+    async def add(self, voice: RegisteredVoice, max_voices: int) -> AddResult:
+        """Store ``voice`` unless its name is taken ("exists") or ``max_voices`` exist ("full"): atomic."""
+        ...
+
+    async def remove(self, name: str) -> bool:
+        """Delete the voice called ``name``; False when there was none."""
+        ...
 
 
+@dataclass
 class VoiceRegistry:
-    """Registered voices of one server, backed by ``directory``; at most ``max_voices``."""
+    """Registered voices (at most ``max_voices``) in ``store``, with a copy checked on every use."""
 
-    def __init__(self, directory: Path, max_voices: int, reserved: Iterable[str]) -> None:
-        self.directory = directory
-        self.max_voices = max_voices
-        self._reserved = {name.lower() for name in reserved}
-        self._voices: dict[str, RegisteredVoice] = {}
-        self._lock = asyncio.Lock()
+    store: VoiceStore
+    max_voices: int
+    reserved: set[str] = field(default_factory=set)
+    _version: str | None = field(default=None, init=False)  # of the store, when ``_voices`` was read
+    _voices: dict[str, RegisteredVoice] = field(default_factory=dict, init=False)
+    _reloading: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+
+    @classmethod
+    def of(cls, store: VoiceStore, max_voices: int, reserved: Iterable[str] = ()) -> VoiceRegistry:
+        return cls(store, max_voices, {name.lower() for name in reserved})
 
     def reserve(self, names: Iterable[str]) -> None:
         """Also refuse these names (the built-in voices of a family added after construction)."""
-        self._reserved.update(name.lower() for name in names)
+        self.reserved.update(name.lower() for name in names)
+        self._version = None  # a stored voice may now be shadowed: filter again on the next use
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._voices
+    async def start(self) -> None:
+        """Open the store and read the voices; a store that is down now is retried on first use."""
+        await self.store.start()
+        try:
+            voices = await self._current()
+        except Unavailable as exc:
+            log.warning("voice store %s not reachable at startup: %s", self.store.name, exc)
+            return
+        log.info("%d registered voices in the %s voice store", len(voices), self.store.name)
 
-    @property
-    def voices(self) -> list[RegisteredVoice]:
-        """Registered voices in name order."""
-        return [self._voices[name] for name in sorted(self._voices)]
+    async def close(self) -> None:
+        await self.store.close()
 
-    def get(self, name: str) -> RegisteredVoice | None:
-        return self._voices.get(name)
+    async def _current(self) -> dict[str, RegisteredVoice]:
+        """The voices as the store holds them now (reloaded when its version changed). 503 when down."""
+        try:
+            if await self._up_to_date():
+                return self._voices
+            async with self._reloading:  # one reload at a time; the requests that waited use its result
+                if await self._up_to_date():
+                    return self._voices
+                version, loaded = await self.store.load()
+                return self._keep(version, loaded)
+        except VoiceStoreError as exc:
+            raise _down(exc) from exc
 
-    async def load(self) -> None:
-        """Read the directory (at startup). A file that names a built-in voice is skipped."""
-        loaded = await asyncio.to_thread(_read_all, self.directory)
+    async def _up_to_date(self) -> bool:
+        """True when the copy is of the store's current version (a load reads the version first, so
+        the copy holds at least what that version names)."""
+        return self._version is not None and await self.store.version() == self._version
+
+    def _keep(self, version: str, loaded: list[RegisteredVoice]) -> dict[str, RegisteredVoice]:
+        """Hold ``loaded`` (less the voices a built-in one shadows) as the copy of ``version``."""
+        voices = {}
         for voice in loaded:
-            if voice.name.lower() in self._reserved:
+            if voice.name.lower() in self.reserved:
                 log.warning("registered voice %r is shadowed by a built-in voice; ignored", voice.name)
                 continue
-            self._voices[voice.name] = voice
-        log.info("%d registered voices loaded from %s", len(self._voices), self.directory)
+            voices[voice.name] = voice
+        self._version, self._voices = version, voices
+        return voices
 
-    def check_name(self, name: str) -> None:
-        """Raise InvalidRequest (bad name, limit reached) or Conflict (taken) before any work is done."""
+    async def voices(self) -> list[RegisteredVoice]:
+        """Registered voices in name order."""
+        current = await self._current()
+        return [current[name] for name in sorted(current)]
+
+    async def get(self, name: str) -> RegisteredVoice | None:
+        return (await self._current()).get(name)
+
+    async def check_name(self, name: str) -> None:
+        """Raise InvalidRequest (bad name, limit reached) or Conflict (taken) before any work is done.
+
+        Advisory: ``add`` decides atomically, so two replicas that both pass here cannot both register."""
         if not NAME_RE.match(name):
             raise InvalidRequest(
                 "name: use 1-64 letters, digits, '_' or '-'", param="name", code="invalid_voice_name"
             )
-        taken = {existing.lower() for existing in self._voices}
-        if name.lower() in self._reserved or name.lower() in taken:
-            raise Conflict(f"name: a voice called {name!r} already exists", param="name", code="voice_exists")
-        if len(self._voices) >= self.max_voices:
-            raise InvalidRequest(
-                f"At most {self.max_voices} voices can be registered; delete one first.",
-                param="name",
-                code="voice_limit_reached",
-            )
+        if name.lower() in self.reserved:
+            raise _taken(name)
+        current = await self._current()
+        if name.lower() in {existing.lower() for existing in current}:
+            raise _taken(name)
+        if len(current) >= self.max_voices:
+            raise _full(self.max_voices)
 
     async def add(
-        self, name: str, reference_text: str, codes: list[int], consent: str | None
+        self, name: str, reference_text: str, codes: Mapping[str, list[int]], consent: str | None, now: int
     ) -> RegisteredVoice:
-        """Store a new voice (file first, then memory). Raises as ``check_name``."""
-        async with self._lock:
-            self.check_name(name)
-            voice = RegisteredVoice(name, reference_text, tuple(codes), int(time.time()), consent)
-            await asyncio.to_thread(_write_atomic, self.directory / f"{name}.json", voice.to_json())
-            self._voices[name] = voice
-            return voice
+        """Store a new voice with its codes per family. Raises as ``check_name``; 503: store down."""
+        await self.check_name(name)
+        voice = RegisteredVoice(name, reference_text, {f: tuple(c) for f, c in codes.items()}, now, consent)
+        try:
+            result = await self.store.add(voice, self.max_voices)
+        except VoiceStoreError as exc:
+            raise _down(exc) from exc
+        if result == "exists":
+            raise _taken(name)
+        if result == "full":
+            raise _full(self.max_voices)
+        self._version = None
+        return voice
 
     async def remove(self, name: str) -> None:
         """Delete a registered voice; NotFound when there is none by that name."""
-        async with self._lock:
-            if name not in self._voices:
-                raise NotFound(
-                    f"No registered voice called {echo(name)}.", param="name", code="voice_not_found"
-                )
-            await asyncio.to_thread((self.directory / f"{name}.json").unlink, missing_ok=True)
-            del self._voices[name]
+        try:
+            removed = NAME_RE.match(name) is not None and await self.store.remove(name)
+        except VoiceStoreError as exc:
+            raise _down(exc) from exc
+        if not removed:
+            raise NotFound(f"No registered voice called {echo(name)}.", param="name", code="voice_not_found")
+        self._version = None
+
+
+def _taken(name: str) -> Conflict:
+    return Conflict(f"name: a voice called {echo(name)} already exists", param="name", code="voice_exists")
+
+
+def _full(max_voices: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"At most {max_voices} voices can be registered; delete one first.",
+        param="name",
+        code="voice_limit_reached",
+    )
+
+
+def _down(exc: VoiceStoreError) -> Unavailable:
+    log.warning("voice store failed: %s", exc)
+    return Unavailable("The voice registry is unavailable; try again later.", code="voice_store_unavailable")

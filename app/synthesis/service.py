@@ -11,6 +11,7 @@ disconnect every ``DISCONNECT_POLL_S``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -147,7 +148,7 @@ class SpeechService:
         """``/v1/audio/speech``: plan (model, voice, text, history), then produce the first audio."""
         engine = self.engine
         family = engine.family_for(req.model)
-        voice = resolve_voice(engine, family, req.voice_name())
+        voice = await resolve_voice(engine, family, req.voice_name())
         if interleave_id is not None and engine.interleave.enabled and isinstance(voice, str):
             engine.require(family, multi_turn=True)
         else:
@@ -182,13 +183,14 @@ class SpeechService:
         """Encode the clip once with the default family and store it with its normalized transcript."""
         engine = self.engine
         family = engine.default
-        engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
+        await engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
         engine.require(family, reference_voice=True)
         family.check_can_encode()
         reference = await read_reference(engine.settings, self.decoder, audio_sample, "audio_sample")
         text = await speech_text(engine, form.reference_text, _LanguageOnly(form.language), "reference_text")
         codes = await family.encode_reference(reference.samples, reference.digest)
-        return await engine.registry.add(form.name, text, codes, form.consent)
+        now = int(time.time())
+        return await engine.registry.add(form.name, text, {family.name: codes}, form.consent, now)
 
     async def _read(self, upload: AsyncReadable, param: str) -> ReferenceAudio:
         with span("vc.load_audio") as loading:

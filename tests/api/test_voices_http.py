@@ -60,7 +60,7 @@ async def test_register_use_restart_and_delete(
         assert reference.count("<|s_") == 139
         assert first_prompt == f"{reference}<|im_end|><|im_start|>Say this.<|speech_start|>"
     stored = json.loads((tmp_path / "voices" / "my_voice-1.json").read_text())
-    assert stored["consent"] == "speaker agreed on 2026-01-01" and len(stored["codes"]) == 139
+    assert stored["consent"] == "speaker agreed on 2026-01-01" and len(stored["codes"]["neucodec"]) == 139
 
     async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         listed = (await client.get(VOICES)).json()["voices"]
@@ -130,7 +130,7 @@ async def test_names_are_validated_before_the_upload_is_encoded(
             VOICES, data={"name": "x"}, files={"audio_sample": ("a.wav", reference_wav)}
         )
         assert_openai_error(no_text, 422, "reference_text")
-    assert sorted(p.name for p in (tmp_path / "voices").iterdir()) == ["first.json"]
+    assert sorted(p.name for p in (tmp_path / "voices").glob("*.json")) == ["first.json"]
 
 
 async def test_bad_samples_are_400(

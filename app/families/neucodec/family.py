@@ -4,7 +4,8 @@ Owns the LM source, the codec worker (decoder, and the encoder when VC_ENABLED),
 cache and the interleave service, all built from ``Settings`` and started in ``start``. ``plan`` turns a
 ``SpeechJob`` into a ``NeuCodecUtterance`` (the prompt, with interleave history when asked); its
 ``stream`` runs ``pipeline.synthesize`` and, with history, holds the first audio until the fallback
-check has been decided, so a regeneration without history never follows audio.
+check has been decided, so a regeneration without history never follows audio; its turn is stored before
+the stream ends (``Interleave.land``), so before the response's last bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 import importlib
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -36,6 +38,7 @@ from app.observability.startup import startup_step
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
+    from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
     from app.codec.worker import CodecOptions, CodecWorker
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,20 @@ def build_source(settings: Settings) -> TokenSource:
         dtype=settings.LM_DTYPE,
         attention_fp32=settings.LM_ATTENTION_FP32,
     )
+
+
+def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | None:
+    """Encoded references shared with the other processes in the voice store: Redis (every replica) or
+    ``VOICES_DIR/.references/neucodec`` (one host's workers); none when REFERENCE_CACHE_SIZE is 0."""
+    if settings.REFERENCE_CACHE_SIZE == 0:
+        return None
+    from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
+
+    if settings.VOICE_STORE == "redis":
+        prefix = f"{settings.REDIS_KEY_PREFIX}references:{NAME}:"
+        return RedisSharedCodes(settings.REDIS_URL, prefix, settings.SHARED_REFERENCE_TTL_S)
+    directory = Path(settings.VOICES_DIR) / ".references" / NAME
+    return FileSharedCodes(directory, settings.REFERENCE_CACHE_SIZE)
 
 
 def cpu_has_bf16_matmul() -> bool:
@@ -168,7 +185,7 @@ class NeuCodecUtterance:
             if stats.prompt_tokens is None:
                 stats.prompt_tokens = estimate_tokens(self.params.prompt)
         if self.turn is not None:
-            self.family.interleave.commit(self.turn, stats)
+            await self.family.interleave.land(self.turn, stats)
 
 
 async def _head(
@@ -201,7 +218,8 @@ class NeuCodecFamily:
             repetition_penalty=settings.DEFAULT_REPETITION_PENALTY,
         )
         self.source = build_source(settings)
-        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE)
+        self.shared_codes = shared_codes(settings)
+        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
         self.interleave = interleave
         self.metrics = metrics
         self.codec: CodecWorker | None = None
@@ -254,6 +272,8 @@ class NeuCodecFamily:
         async with startup_step(lm_setting, getattr(s, lm_setting), "LM"):
             await self.source.start()
         await self.interleave.start(self.source)
+        if self.shared_codes is not None:
+            await self.shared_codes.start()
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
         await asyncio.to_thread(importlib.import_module, "scipy.signal")
 
@@ -261,6 +281,8 @@ class NeuCodecFamily:
         """Stop the LM source, the interleave store and the codec worker; safe after a failed start."""
         await self.source.close()
         await self.interleave.close()
+        if self.shared_codes is not None:
+            await self.shared_codes.close()
         if self.codec is not None:
             await self.codec.close()
             self.codec = None

@@ -37,7 +37,9 @@ def build_store(settings: Settings) -> TurnStore | None:
     if settings.INTERLEAVE_STORE == "redis":
         from app.interleave.stores.redis import RedisStore
 
-        return RedisStore(settings.REDIS_URL, ttl_s, max_codes)
+        return RedisStore(
+            settings.REDIS_URL, ttl_s, max_codes, prefix=f"{settings.REDIS_KEY_PREFIX}interleave:"
+        )
     if settings.INTERLEAVE_STORE == "memory":
         from app.interleave.stores.memory import MemoryStore
 

@@ -1,0 +1,165 @@
+"""Encoded references shared between processes, by content digest: in Redis (every replica) or in files
+(the workers of one host).
+
+``RedisSharedCodes``: ``<prefix><digest>`` -> the codes as JSON, with a TTL that a hit renews
+(``GETEX``). ``FileSharedCodes``: ``<dir>/<digest>.codes`` (JSON, written to a temp file and renamed),
+at most ``capacity`` files, the least recently used (by mtime, touched on a hit) removed first.
+
+Both are best effort, as a cache should be: a failure makes a lookup a miss and a put a no-op (logged).
+After a Redis failure the store is skipped for ``BACKOFF_S``, so voice conversion does not pay Redis'
+timeouts on every request while it is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 0.5
+COMMAND_TIMEOUT_S = 1.0
+BACKOFF_S = 5.0
+DIGEST_RE = re.compile(r"^[0-9a-f]{16,128}$")
+
+
+def _parse(value: str | bytes) -> list[int] | None:
+    """Stored codes, or None when they do not parse as a non-empty list of ints."""
+    try:
+        codes = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(codes, list) or not codes or not all(isinstance(c, int) for c in codes):
+        return None
+    return codes
+
+
+class RedisSharedCodes:
+    """Reference codes in Redis at ``url`` under ``prefix`` (one family's), kept ``ttl_s`` after last use."""
+
+    def __init__(self, url: str, prefix: str, ttl_s: float) -> None:
+        self.url = url
+        self.prefix = prefix
+        self._ttl_ms = max(1, math.ceil(ttl_s * 1000))
+        self._client: Redis | None = None
+        self._skip_until = 0.0
+
+    async def start(self) -> None:
+        if self._client is None:
+            self._client = Redis.from_url(
+                self.url,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                socket_timeout=COMMAND_TIMEOUT_S,
+                retry=Retry(NoBackoff(), 1),
+            )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def _usable(self) -> Redis | None:
+        return self._client if time.monotonic() >= self._skip_until else None
+
+    def _failed(self, exc: BaseException) -> None:
+        self._skip_until = time.monotonic() + BACKOFF_S
+        log.warning("shared reference codes unavailable for %.0f s: %r", BACKOFF_S, exc)
+
+    async def get(self, digest: str) -> list[int] | None:
+        client = self._usable()
+        if client is None:
+            return None
+        try:
+            value = await client.getex(self.prefix + digest, px=self._ttl_ms)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._failed(exc)
+            return None
+        return None if value is None else _parse(value)
+
+    async def put(self, digest: str, codes: list[int]) -> None:
+        client = self._usable()
+        if client is None:
+            return
+        try:
+            await client.set(self.prefix + digest, json.dumps(codes, separators=(",", ":")), px=self._ttl_ms)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._failed(exc)
+
+
+class FileSharedCodes:
+    """Reference codes as files in ``directory``, at most ``capacity`` of them (file work in threads)."""
+
+    def __init__(self, directory: Path, capacity: int) -> None:
+        self.directory = directory
+        self.capacity = capacity
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def _path(self, digest: str) -> Path | None:
+        return self.directory / f"{digest}.codes" if DIGEST_RE.match(digest) else None
+
+    async def get(self, digest: str) -> list[int] | None:
+        path = self._path(digest)
+        if path is None:
+            return None
+        try:
+            return await asyncio.to_thread(self._read, path)
+        except OSError as exc:
+            log.warning("shared reference codes not read: %r", exc)
+            return None
+
+    async def put(self, digest: str, codes: list[int]) -> None:
+        path = self._path(digest)
+        if path is None:
+            return
+        try:
+            await asyncio.to_thread(self._write, path, json.dumps(codes, separators=(",", ":")))
+        except OSError as exc:
+            log.warning("shared reference codes not stored: %r", exc)
+
+    @staticmethod
+    def _read(path: Path) -> list[int] | None:
+        try:
+            codes = _parse(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        if codes is not None:
+            os.utime(path)  # recently used: evicted last
+        return codes
+
+    def _write(self, path: Path, data: str) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="ascii") as handle:
+                handle.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        files = sorted(self.directory.glob("*.codes"), key=_mtime)
+        for stale in files[: max(0, len(files) - self.capacity)]:
+            stale.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0

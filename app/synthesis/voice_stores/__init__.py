@@ -1,0 +1,1 @@
+"""Where registered voices live: files on one host, or Redis for every replica (``factory``)."""

@@ -1,0 +1,180 @@
+"""Voice stores as two processes see them: two registries on one store (files or Redis) stay in step.
+
+Each registry is what one worker or replica holds; the second sees the first's changes on its next use
+(the version check), names are unique across them and the limit counts both. Also: the shared
+reference codes in Redis, and what a Redis store does with bad records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis
+
+from app.codec.reference_cache import ReferenceCache
+from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
+from app.core.errors import Conflict, InvalidRequest, NotFound, Unavailable
+from app.synthesis.registry import VoiceRegistry, VoiceStore
+from app.synthesis.voice_stores.file import FileVoiceStore
+from app.synthesis.voice_stores.redis import RedisVoiceStore
+from tests.scale.conftest import REDIS_URL
+
+RESERVED = ("husein", "nova")
+
+
+@pytest.fixture(params=["file", "redis"])
+async def make_registry(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[[], VoiceRegistry]]:
+    """Builds registries that share one store, as the processes of a deployment do."""
+    made: list[VoiceRegistry] = []
+
+    def store() -> VoiceStore:
+        if request.param == "file":
+            return FileVoiceStore(tmp_path / "voices")
+        return RedisVoiceStore(REDIS_URL, request.getfixturevalue("redis_prefix"))
+
+    def build() -> VoiceRegistry:
+        made.append(VoiceRegistry.of(store(), 2, RESERVED))
+        return made[-1]
+
+    yield build
+    for registry in made:
+        await registry.close()
+
+
+async def add(registry: VoiceRegistry, name: str) -> object:
+    return await registry.add(name, "hello", {"neucodec": [1, 2, 3]}, "consent noted", now=5)
+
+
+async def test_a_change_through_one_is_seen_by_the_other_at_once(
+    make_registry: Callable[[], VoiceRegistry],
+) -> None:
+    one, two = make_registry(), make_registry()
+    await one.start()
+    await two.start()
+    assert await two.voices() == []
+    voice = await add(one, "anna")
+    assert await two.get("anna") == voice
+    await two.remove("anna")
+    assert await one.get("anna") is None and await one.voices() == []
+    with pytest.raises(NotFound):
+        await one.remove("anna")
+
+
+async def test_names_are_unique_and_the_limit_counts_every_process(
+    make_registry: Callable[[], VoiceRegistry],
+) -> None:
+    one, two = make_registry(), make_registry()
+    await one.start()
+    await two.start()
+    await one.voices()
+    await two.voices()  # both hold a copy with no voices: only the store can refuse the second add
+    results = await asyncio.gather(add(one, "Same"), add(two, "same"), return_exceptions=True)
+    assert sum(isinstance(r, Conflict) for r in results) == 1, results
+    await add(two, "other")
+    with pytest.raises(InvalidRequest) as info:
+        await add(one, "third")
+    assert info.value.code == "voice_limit_reached"
+    with pytest.raises(Conflict):
+        await add(one, "nova")  # a built-in alias
+
+
+async def test_a_restarted_process_reads_every_voice_with_its_consent(
+    make_registry: Callable[[], VoiceRegistry],
+) -> None:
+    first = make_registry()
+    await first.start()
+    await add(first, "kept")
+    await first.close()
+    again = make_registry()
+    await again.start()
+    [voice] = await again.voices()
+    assert (voice.name, voice.codes, voice.consent) == ("kept", {"neucodec": (1, 2, 3)}, "consent noted")
+
+
+async def test_a_redis_that_does_not_answer_is_a_503() -> None:
+    registry = VoiceRegistry.of(RedisVoiceStore("redis://127.0.0.1:1/0", "x:"), 2, RESERVED)
+    await registry.start()  # startup goes on: the store is retried on first use
+    for attempt in (registry.voices(), registry.check_name("anna"), add(registry, "anna")):
+        with pytest.raises(Unavailable) as info:
+            await attempt
+        assert info.value.status == 503 and info.value.code == "voice_store_unavailable"
+    await registry.close()
+
+
+async def test_redis_records_that_do_not_parse_are_skipped(redis_prefix: str) -> None:
+    store = RedisVoiceStore(REDIS_URL, redis_prefix)
+    registry = VoiceRegistry.of(store, 5, RESERVED)
+    await registry.start()
+    await add(registry, "good")
+    client = redis.Redis.from_url(REDIS_URL)
+    client.hset(store.key, "bad", "{nope")
+    out_of_range = {"version": 2, "name": "range", "reference_text": "x", "codes": {"neucodec": [70000]}}
+    client.hset(store.key, "range", json.dumps(out_of_range | {"created_at": 1}))
+    client.set(store.version_key, "changed by hand")
+    client.close()
+    assert [voice.name for voice in await registry.voices()] == ["good"]
+    await registry.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "redis"])
+async def test_shared_reference_codes_spare_a_second_process_the_encode(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    calls = []
+
+    async def encode(samples: np.ndarray) -> list[int]:
+        calls.append(len(samples))
+        return [7, 8, 9]
+
+    def store() -> FileSharedCodes | RedisSharedCodes:
+        if kind == "file":
+            return FileSharedCodes(tmp_path / "refs", 4)
+        return RedisSharedCodes(REDIS_URL, request.getfixturevalue("redis_prefix") + "references:", 60)
+
+    shared = [store() for _ in range(2)]
+    for store in shared:
+        await store.start()
+    one, two = (ReferenceCache(4, shared=store) for store in shared)
+    samples = np.zeros(160, dtype=np.float32)
+    assert await one.get_or_encode("ab" * 16, samples, encode) == [7, 8, 9]
+    assert await two.get_or_encode("ab" * 16, samples, encode) == [7, 8, 9]
+    assert calls == [160]  # the second process found the first one's codes
+    for store in shared:
+        await store.close()
+
+
+async def test_shared_reference_codes_are_best_effort_when_redis_is_down() -> None:
+    store = RedisSharedCodes("redis://127.0.0.1:1/0", "x:", 60)
+    await store.start()
+    cache = ReferenceCache(4, shared=store)
+
+    async def encode(samples: np.ndarray) -> list[int]:
+        return [1]
+
+    assert await cache.get_or_encode("d", np.zeros(4, dtype=np.float32), encode) == [1]
+    assert await store.get("d") is None  # skipped while backing off: no second timeout
+    await store.close()
+
+
+async def test_file_shared_codes_keep_the_most_recently_used(tmp_path: Path) -> None:
+    shared = FileSharedCodes(tmp_path, capacity=2)
+    digests = ["aa" * 16, "bb" * 16, "cc" * 16]
+    await shared.put(digests[0], [1])
+    await shared.put(digests[1], [2])
+    old = 1_000_000_000
+    os.utime(tmp_path / f"{digests[0]}.codes", (old, old))
+    os.utime(tmp_path / f"{digests[1]}.codes", (old + 1, old + 1))
+    assert await shared.get(digests[0]) == [1]  # a hit makes it the most recently used
+    await shared.put(digests[2], [3])
+    assert sorted(p.stem for p in tmp_path.glob("*.codes")) == [digests[0], digests[2]]
+    assert await shared.get("../../etc/passwd") is None  # only hex digests name files
+    (tmp_path / f"{digests[2]}.codes").write_text("not json")
+    assert await shared.get(digests[2]) is None
