@@ -69,10 +69,10 @@ class HeaderDeadline:
         self.transport.close()
 
 
-def _with_deadline(base: type[asyncio.Protocol], name: str) -> type[asyncio.Protocol]:
+def _with_deadline(base: type[asyncio.Protocol], name: str) -> Callable[..., asyncio.Protocol]:
     """``base`` with HeaderDeadline hooked into its connection lifecycle, as module attribute ``name``."""
 
-    class Protocol(HeaderDeadline, base):  # type: ignore[valid-type, misc]
+    class Protocol(HeaderDeadline, base):  # type: ignore[valid-type, misc]  # a base chosen at run time
         def __init__(self, *args: Any, header_timeout_s: float, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.header_timeout_s = header_timeout_s

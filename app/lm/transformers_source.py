@@ -103,8 +103,9 @@ def _load(
     tokenizer = AutoTokenizer.from_pretrained(directory)
     implementation = attention_implementation(attention)
     model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype, attn_implementation=implementation)
-    model = model.to(device).eval()
+    model = model.to(device).eval()  # type: ignore[arg-type]  # transformers types .to() as taking a model
     ids = tokenizer.convert_tokens_to_ids([f"<|s_{code}|>" for code in range(SPEECH_CODES)])
+    assert isinstance(ids, list)  # a list of tokens gives a list of ids
     missing = [
         code for code, token_id in enumerate(ids) if token_id is None or token_id == tokenizer.unk_token_id
     ]

@@ -63,7 +63,7 @@ class TextFormatter(logging.Formatter):
         return line if trace_id is None else f"{line} trace_id={trace_id}"
 
 
-class TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class TerminalHandler(logging.StreamHandler):
     """Text lines for a person at a terminal; a progress record (not final) redraws one status line in
     place (its message only, cut to the terminal's width), and the next ordinary line first erases it."""
 

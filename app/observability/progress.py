@@ -99,7 +99,8 @@ class Task:
             shown = max(byte_bars, key=lambda b: (b.n, b.total or 0)) if byte_bars else bar
             if not shown.n and not shown.total:  # nothing known yet (the Hub's bars start empty)
                 return
-        now, reported = time.monotonic(), self
+        now = time.monotonic()
+        reported: Task | None = self
         while reported is not None:
             reported.last_report = now
             reported = reported.parent
@@ -159,7 +160,7 @@ async def heartbeat(work: Task, tick_s: float = 1.0) -> None:
             work.emit(round(work.elapsed()), None, "s")
 
 
-class ProgressBar(tqdm):  # type: ignore[type-arg]
+class ProgressBar(tqdm):
     """A tqdm that reports to the current task (captured when it is created) instead of drawing.
 
     Accepts every tqdm argument (and Hugging Face's ``name``); never writes to a terminal itself.

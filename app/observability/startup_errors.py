@@ -177,7 +177,9 @@ def settings_problems(errors: list[dict[str, object]]) -> list[str]:
     """One line per invalid setting from pydantic's ``ValidationError.errors()``."""
     lines = []
     for error in errors:
-        location = ".".join(str(part) for part in error.get("loc", ()) if part != "__root__")  # type: ignore[union-attr]
+        loc = error.get("loc", ())
+        parts = loc if isinstance(loc, tuple | list) else ()
+        location = ".".join(str(part) for part in parts if part != "__root__")
         subject = f"{location}={error.get('input')!r}: " if location else ""
         lines.append(f"invalid setting: {subject}{error.get('msg')}")
     return lines

@@ -20,7 +20,7 @@ from typing import Literal, get_args
 
 from app.core.defaults import MAX_PROMPT_CHARS
 from app.core.errors import InvalidRequest, echo
-from app.core.types import Language
+from app.core.types import Attributes, Language
 from app.core.types import NormalizerMode as Mode
 from app.observability.tracing import span
 from app.text.llm import LLMNormalizer, LLMNormalizerError
@@ -104,7 +104,7 @@ class TextNormalizer:
         if self.llm is None:
             return await self._spoken_fallback(cleaned, language, "unconfigured")
         try:
-            attributes = {
+            attributes: Attributes = {
                 "llm.model": self.llm.model,
                 "llm.url": str(self.llm.url),
                 "llm.timeout_s": self.llm.timeout_s,

@@ -59,7 +59,8 @@ def _patterns() -> tuple[re.Pattern[str], dict[str, str], re.Pattern[str], list[
 def apply_pronunciations(text: str) -> str:
     """Replace the table's terms in ``text``; ordinary words are never changed."""
     exact, table, folded, replacements = _patterns()
-    text = folded.sub(lambda match: _replace(match, replacements[match.lastindex - 1]), text)
+    # each alternative is one group, so the group that matched (lastindex) picks its replacement
+    text = folded.sub(lambda match: _replace(match, replacements[(match.lastindex or 1) - 1]), text)
     return exact.sub(lambda match: table[match.group(1)], text)
 
 

@@ -170,8 +170,8 @@ def _sentence_starts(text: str) -> list[int]:
     for end in _SENTENCE_END.finditer(text):
         dot = end.start()
         if text[dot] == ".":
-            word = _LATIN_TAIL.search(text, max(0, dot - 16), dot)
-            word = word.group() if word and word.end() == dot else text[text.rfind(" ", 0, dot) + 1 : dot]
+            tail = _LATIN_TAIL.search(text, max(0, dot - 16), dot)
+            word = tail.group() if tail and tail.end() == dot else text[text.rfind(" ", 0, dot) + 1 : dot]
             if len(word) <= 1 or "." in word or word in _NO_SENTENCE_END:
                 continue
         starts.append(end.end())

@@ -370,7 +370,7 @@ def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     spoken, end = sp.time(*_clock(m)), m.end()
     dash = _DAYPART_DASH.match(text, end)
     second = TIME.match(text, dash.end()) if dash else None
-    if second:  # "9am-5pm", "8:00 pagi - 5:00 petang"
+    if dash and second:  # "9am-5pm", "8:00 pagi - 5:00 petang"
         spoken = sp.join([spoken, dash["part"] or ""])
         spoken, end = sp.range(spoken, sp.time(*_clock(second))), second.end()
     return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end

@@ -10,6 +10,7 @@ text ("电话012...", "5க்கு") is still a whole token; other digits are 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from app.text.spoken.abbreviations import ABBREVIATION
 
@@ -71,8 +72,8 @@ YEAR_CUES = frozenset(
 )
 
 
-def _alternation(surfaces: object) -> str:
-    return "|".join(re.escape(s) for s in sorted(surfaces, key=len, reverse=True))  # type: ignore[arg-type]
+def _alternation(surfaces: Iterable[str]) -> str:
+    return "|".join(re.escape(s) for s in sorted(surfaces, key=len, reverse=True))
 
 
 _MINUS = "\u2212"  # the minus sign, read like a hyphen-minus

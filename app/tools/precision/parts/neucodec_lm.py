@@ -82,6 +82,7 @@ def _speech_inputs(source: str, seed: int, length: int) -> tuple[torch.Tensor, i
     tokenizer = AutoTokenizer.from_pretrained(source)
     prompt = tokenizer(tts_prompt(PROMPT_VOICE, PROMPT_TEXT), return_tensors="pt").input_ids[0]
     speech = tokenizer.convert_tokens_to_ids([f"<|s_{code}|>" for code in range(SPEECH_CODES)])
+    assert isinstance(speech, list)  # a list of tokens gives a list of ids
     if tokenizer.unk_token_id in speech or None in speech:
         raise ValueError(f"{source}: the tokenizer lacks the <|s_N|> speech tokens of a NeuCodec TTS LM")
     stop = [
