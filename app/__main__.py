@@ -121,7 +121,7 @@ def main() -> None:
     try:
         settings = Settings()
     except ValidationError as exc:
-        for line in settings_problems(exc.errors()):  # type: ignore[arg-type]
+        for line in settings_problems(exc.errors()):
             print(line, file=sys.stderr)
         sys.exit(INVALID_SETTINGS)
     configure_logging(settings)

@@ -38,5 +38,5 @@ def install_edge(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(DrainMiddleware)
     app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.BODY_READ_TIMEOUT_S)
     app.add_middleware(HeadMiddleware)
-    app.add_exception_handler(BodyReadTimeout, on_timeout)  # type: ignore[arg-type]
-    app.add_exception_handler(BodyTooLarge, on_too_large)  # type: ignore[arg-type]
+    app.add_exception_handler(BodyReadTimeout, on_timeout)  # type: ignore[arg-type]  # typed for Exception; ours take their own class
+    app.add_exception_handler(BodyTooLarge, on_too_large)  # type: ignore[arg-type]  # typed for Exception; ours take their own class

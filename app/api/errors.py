@@ -54,8 +54,8 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("unhandled error")
         return JSONResponse(APIError("Internal server error").body(), status_code=500)
 
-    app.add_exception_handler(APIError, on_api_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
-    app.add_exception_handler(ClientDisconnected, on_disconnect)  # type: ignore[arg-type]
+    app.add_exception_handler(APIError, on_api_error)  # type: ignore[arg-type]  # typed for Exception; ours take their own class
+    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]  # typed for Exception; ours take their own class
+    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]  # typed for Exception; ours take their own class
+    app.add_exception_handler(ClientDisconnected, on_disconnect)  # type: ignore[arg-type]  # typed for Exception; ours take their own class
     app.add_exception_handler(Exception, on_unexpected)

@@ -18,7 +18,7 @@ from app.synthesis.service import SpeechService
 
 router = APIRouter(tags=["speech"])
 
-AUDIO_RESPONSES = {
+AUDIO_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Audio: raw 24 kHz s16le mono (pcm) or WAV, streamed unless stream is false.",
         "content": {"audio/pcm": {}, "audio/wav": {}},
@@ -53,7 +53,7 @@ SPEECH_EXAMPLES: dict[str, Any] = {
 }
 
 
-@router.post(routes.SPEECH, response_class=Response, responses=AUDIO_RESPONSES)  # type: ignore[arg-type]
+@router.post(routes.SPEECH, response_class=Response, responses=AUDIO_RESPONSES)
 async def create_speech(
     body: Annotated[SpeechRequest, Body(openapi_examples=SPEECH_EXAMPLES)], request: Request
 ) -> Response:

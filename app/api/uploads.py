@@ -94,4 +94,4 @@ def install_upload_limit(app: FastAPI, max_file_bytes: int) -> None:
         return JSONResponse(error.body(), status_code=error.status, headers={"Connection": "close"})
 
     app.add_middleware(UploadLimitMiddleware, max_file_bytes=max_file_bytes)
-    app.add_exception_handler(UploadTooLarge, on_too_large)  # type: ignore[arg-type]
+    app.add_exception_handler(UploadTooLarge, on_too_large)  # type: ignore[arg-type]  # typed for Exception; ours take their own class

@@ -18,7 +18,7 @@ from app.synthesis.service import SpeechService
 router = APIRouter(tags=["speech"])
 
 
-@router.post(routes.VC, response_class=Response, responses=AUDIO_RESPONSES)  # type: ignore[arg-type]
+@router.post(routes.VC, response_class=Response, responses=AUDIO_RESPONSES)
 async def create_vc(
     reference_audio: Annotated[UploadFile, File(description="wav, flac, ogg/opus or mp3; 1-30 s of speech.")],
     form: Annotated[VCForm, Form()],

@@ -50,7 +50,7 @@ def resolve_device(name: str) -> torch.device:
             raise RuntimeError(f"codec device {name!r}: only {torch.cuda.device_count()} CUDA device(s)")
     elif kind == "npu":
         _require_npu()
-        if not torch.npu.is_available():  # type: ignore[attr-defined]
+        if not torch.npu.is_available():  # type: ignore[attr-defined]  # torch_npu adds torch.npu
             raise RuntimeError(f"codec device {name!r} requested but no NPU is available")
     return torch.device(name)
 

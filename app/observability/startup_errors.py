@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 STARTUP_FAILED = 3  # exit status of a failed startup (uvicorn's own code for it)
 INVALID_SETTINGS = 2  # exit status when a setting does not validate
@@ -173,7 +174,7 @@ def explain(exc: BaseException, setting: str = "", value: str = "") -> StartupEr
     )
 
 
-def settings_problems(errors: list[dict[str, object]]) -> list[str]:
+def settings_problems(errors: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per invalid setting from pydantic's ``ValidationError.errors()``."""
     lines = []
     for error in errors:

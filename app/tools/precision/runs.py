@@ -42,7 +42,7 @@ def environment(device: torch.device) -> dict[str, str]:
     if device.type == "cuda":
         env["device_name"] = torch.cuda.get_device_name(device)
     elif device.type == "npu":
-        env["device_name"] = torch.npu.get_device_name(device)  # type: ignore[attr-defined]
+        env["device_name"] = torch.npu.get_device_name(device)  # type: ignore[attr-defined]  # torch_npu adds torch.npu
     else:
         env["device_name"] = _cpu_name()
     return env
