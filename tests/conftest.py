@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,11 @@ def pytest_configure() -> None:
 
 
 def make_settings(**overrides: object) -> Settings:
-    """Settings from defaults plus ``overrides``, ignoring any ``.env`` file."""
-    return Settings(_env_file=None, **overrides)  # type: ignore[arg-type]
+    """Settings from defaults plus ``overrides``, ignoring any ``.env`` file. Registered voices and the
+    shared reference cache go to a fresh directory of their own (not ``voices/`` in the checkout), so no
+    test sees another's voices or cached encodes."""
+    overrides.setdefault("VOICES_DIR", tempfile.mkdtemp(prefix="tts-voices-"))
+    return Settings(_env_file=None, **overrides)
 
 
 @pytest.fixture(scope="session")
