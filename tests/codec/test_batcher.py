@@ -276,7 +276,8 @@ async def test_batched_decodes_equal_unbatched_decodes(tiny_decoder: NeuCodecDec
     rng = random.Random(7)
     lengths = [rng.choice([5, 8, 8, 13, 13, 13, 21]) for _ in range(40)]
     windows = [[rng.randrange(65536) for _ in range(n)] for n in lengths]
-    worker = CodecWorker(tiny_decoder, "cpu", options=CodecOptions(window_s=0.05, max_batch=16, batching="on"))
+    options = CodecOptions(window_s=0.05, max_batch=16, batching="on")  # batching is off on a CPU by default
+    worker = CodecWorker(tiny_decoder, "cpu", options=options)
     worker.start()
     try:
         results = await asyncio.gather(*(worker.decode(w) for w in windows))
@@ -319,7 +320,8 @@ async def test_bf16_batched_decodes_stay_within_30_db_of_fp32() -> None:
 async def test_torch_compile_path_decodes_like_eager(tiny_decoder: NeuCodecDecoder) -> None:
     """TORCH_COMPILE=true on a CPU (inductor, one dynamic-shape graph): batched, compiled decodes equal
     the eager lone decodes. Compiling takes tens of seconds cold."""
-    worker = CodecWorker(tiny_decoder, "cpu", options=CodecOptions(compile=True, window_s=0.05, batching="on"))
+    options = CodecOptions(compile=True, window_s=0.05, batching="on")
+    worker = CodecWorker(tiny_decoder, "cpu", options=options)
     windows = [[(i * 7919 + n) % 65536 for i in range(n)] for n in (16, 16, 24)]
     worker.start()
     try:
