@@ -94,9 +94,9 @@ class Settings(BaseSettings):
         "neuphonic/neucodec", description="NeuCodec checkpoint: Hugging Face id or local directory."
     )
     DEVICE: str = Field("", description="cpu, cuda, cuda:N, npu, npu:N; empty = cuda if present, else cpu.")
-    CODEC_DTYPE: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32",
-        description="Decoder weights dtype; bf16 is ~3x faster on GPUs and AMX CPUs (SNR >= 30 dB vs fp32).",
+    CODEC_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="Decoder weights dtype; auto: bf16 on CPUs with AMX/AVX-512-BF16 and NPUs, else float32.",
     )
     CODEC_THREADS: int = Field(0, ge=0, le=256, description="CPU threads for torch (0 = torch's default).")
     CODEC_BUCKETS: Annotated[list[int], NoDecode] = Field(
@@ -261,6 +261,15 @@ class Settings(BaseSettings):
         30.0, ge=0, le=600, description="On SIGTERM, how long in-flight responses may finish."
     )
     LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
+
+    # --- codec speed (issue 17) -------------------------------------------------------------------
+    CODEC_TF32: bool = Field(False, description="TF32 matrix products in the decoder (cuda only).")
+    CODEC_BATCHING: Literal["auto", "on", "off"] = Field(
+        "auto", description="Batch decode windows across streams; auto: on accelerators, not on a CPU."
+    )
+    CODEC_SCHEDULING: Literal["deadline", "fifo"] = Field(
+        "deadline", description="Decode order: earliest play-out deadline first, or first come first served."
+    )
 
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod

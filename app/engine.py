@@ -27,6 +27,7 @@ from app.text.normalizer import TextNormalizer
 from app.voices import VoiceCatalog
 
 if TYPE_CHECKING:
+    from app.codec.precision import CodecPrecision
     from app.codec.worker import CodecOptions, CodecWorker
 
 log = logging.getLogger(__name__)
@@ -63,15 +64,6 @@ def build_normalizer(settings: Settings) -> TextNormalizer:
     return TextNormalizer(llm, offload_chars=settings.NORMALIZE_OFFLOAD_CHARS)
 
 
-def cpu_has_bf16_matmul() -> bool:
-    """True when this CPU has bf16 matrix instructions (AMX tiles or AVX-512-BF16), which is what makes
-    a bf16 decoder faster than float32 on a CPU (torch's own probes; False if it has none)."""
-    import torch
-
-    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
-
-
 def codec_options(settings: Settings) -> CodecOptions:
     """The codec batcher's settings (batching window and size, timeouts, graphs, compile)."""
     from app.codec.worker import CodecOptions
@@ -86,6 +78,8 @@ def codec_options(settings: Settings) -> CodecOptions:
         graph_lengths=tuple(settings.CODEC_BUCKETS) if settings.CUDA_GRAPH_WARMUP else (),
         max_graphs=settings.CUDA_GRAPH_MAX,
         compile=settings.TORCH_COMPILE,
+        batching=settings.CODEC_BATCHING,
+        deadlines=settings.CODEC_SCHEDULING == "deadline",
     )
 
 
@@ -101,6 +95,7 @@ class Engine:
     references: ReferenceCache
     interleave: Interleave
     codec: CodecWorker | None = None
+    codec_precision: CodecPrecision | None = None  # what CODEC_DTYPE=auto chose, and why (issue 17)
     metrics: Metrics = field(default_factory=Metrics)  # the app's registry, set by create_app
 
     @classmethod
@@ -124,6 +119,7 @@ class Engine:
 
         from app.codec.device import resolve_device
         from app.codec.neucodec.loading import load_decoder, load_encoder
+        from app.codec.precision import choose_precision
         from app.codec.worker import CodecWorker
         from app.observability import tracing
 
@@ -131,16 +127,16 @@ class Engine:
         device = resolve_device(s.DEVICE)
         if device.type == "cpu" and s.CODEC_THREADS:
             torch.set_num_threads(s.CODEC_THREADS)
-        log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, s.CODEC_DTYPE)
+        precision = choose_precision(s.CODEC_DTYPE, device.type, tf32=s.CODEC_TF32)
+        self.codec_precision = precision
+        log.info("codec precision %s on %s: %s", precision.dtype, device, precision.reason)
+        log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, precision.dtype)
         decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
-        if s.CODEC_DTYPE != "float32":
-            decoder.cast(getattr(torch, s.CODEC_DTYPE))
-            if device.type == "cpu" and not cpu_has_bf16_matmul():
-                log.warning(
-                    "CODEC_DTYPE=%s on a CPU without AMX or AVX-512-BF16: expect the decoder to be many "
-                    "times slower than float32 (see README, Benchmarks)",
-                    s.CODEC_DTYPE,
-                )
+        if precision.dtype != "float32":
+            decoder.cast(precision.torch_dtype)
+        if precision.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         encoder = None
         if s.VC_ENABLED:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)

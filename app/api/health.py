@@ -64,5 +64,8 @@ async def ready(request: Request) -> dict[str, Any] | JSONResponse:
         if reason is None and failing:
             reason = "not ready: " + ", ".join(failing)
     if reason is None:
-        return {"status": "ready", "checks": checks}
+        body: dict[str, Any] = {"status": "ready", "checks": checks}
+        if engine.codec_precision is not None:  # what CODEC_DTYPE=auto chose and why
+            body["codec"] = engine.codec_precision.detail()
+        return body
     return JSONResponse({"status": "not_ready", "checks": checks, "reason": reason}, status_code=503)
