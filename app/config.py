@@ -164,7 +164,7 @@ class Settings(BaseSettings):
     STREAM_CHUNK_GROWTH: float = Field(2.0, ge=1, le=16, description="Window growth factor per step.")
     STREAM_MAX_CHUNK_S: float = Field(10.0, gt=0, le=60, description="Cap on a grown window, in seconds.")
     STREAM_PAST_CONTEXT_S: float = Field(
-        3.0, ge=0, le=30, description="Past context decoded with each window and sliced off."
+        0.3, ge=0, le=30, description="Past context decoded with each window and sliced off."
     )
     CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
 

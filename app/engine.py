@@ -190,8 +190,10 @@ class Engine:
         return await self.references.get_or_encode(reference.digest, reference.samples, self.codec.encode)
 
     def schedule(self, playback_speed: float, playback_overlap_speed: float) -> StitchSchedule:
-        """The stitcher schedule for one request."""
+        """The stitcher schedule for one request; decode lengths cut to CODEC_BUCKETS only where the codec
+        batches windows (issue 17: on a CPU, buckets only add re-decoded codes)."""
         s = self.settings
+        buckets = tuple(s.CODEC_BUCKETS) if self.codec is None or self.codec.batches_decodes else ()
         return StitchSchedule.from_seconds(
             playback_speed=playback_speed,
             playback_overlap_speed=playback_overlap_speed,
@@ -199,5 +201,5 @@ class Engine:
             max_chunk_s=s.STREAM_MAX_CHUNK_S,
             past_context_s=s.STREAM_PAST_CONTEXT_S,
             crossfade_ms=s.CROSSFADE_MS,
-            buckets=tuple(s.CODEC_BUCKETS),
+            buckets=buckets,
         )
