@@ -16,7 +16,8 @@ Code shared by both (the stitcher sending each window's audio as soon as it is d
 batcher) is the new code; ``old`` differs by its settings only.
 
 Each round, for each server in turn (so both see the same machine load): ``single``: one stream speaks
-the utterances of 3, 5, 10 and 20 s one after another; ``concurrent``: ``--streams`` closed-loop
+utterances of 3, 5, 3 and 5 s one after another (its first audio depends on the first window
+only); ``concurrent``: ``--streams`` closed-loop
 streams speak ``--requests-per-stream`` utterances each, lengths cycling through 3, 5, 10, 20 s. Per
 request: the time to the first audio byte and, playing from that byte on in real time, the longest
 time the listener went without audio (a chunk arriving later than the audio before it had lasted).
@@ -35,6 +36,7 @@ import itertools
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -59,6 +61,7 @@ OLD_ENV = {
     "STREAM_PAST_CONTEXT_S": "3.0",
 }
 SECONDS = (3, 5, 10, 20)
+SINGLE_SECONDS = (3, 5, 3, 5)  # the single stream's first audio depends on the first window only
 TOKENS_PER_WORD = 12  # the fake vLLM's codes per word of input
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "while", "seven", "bright")
 BYTES_PER_SAMPLE = 2
@@ -104,8 +107,11 @@ async def speak(session: aiohttp.ClientSession, url: str, text: str) -> Result:
     return Result(True, first - started, received / BYTES_PER_SAMPLE / rate, stall)
 
 
-async def scenario(url: str, streams: int, per_stream: int, salt: int) -> tuple[list[Result], float]:
-    """``streams`` closed-loop streams of ``per_stream`` utterances each; results and wall seconds."""
+async def scenario(
+    url: str, streams: int, per_stream: int, salt: int, seconds: tuple[int, ...] = SECONDS
+) -> tuple[list[Result], float]:
+    """``streams`` closed-loop streams of ``per_stream`` utterances each, their lengths cycling through
+    ``seconds``; the results and the wall seconds."""
     counter = itertools.count()
     results: list[Result] = []
     timeout = aiohttp.ClientTimeout(total=600)
@@ -113,7 +119,7 @@ async def scenario(url: str, streams: int, per_stream: int, salt: int) -> tuple[
 
         async def stream() -> None:
             while (i := next(counter)) < streams * per_stream:
-                results.append(await speak(s, url, text_for(SECONDS[i % len(SECONDS)], salt + i)))
+                results.append(await speak(s, url, text_for(seconds[i % len(seconds)], salt + i)))
 
         started = time.perf_counter()
         await asyncio.gather(*(stream() for _ in range(streams)))
@@ -226,10 +232,10 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
         for server in servers:
             await wait_ready(server)
             print(f"{server.name}: ready, codec {server.ready.get('codec')}", file=sys.stderr)
-            await scenario(server.url, args.streams, 1, salt=999)  # warm-up: every length, batched
+            await scenario(server.url, 2, 1, salt=999)  # warm-up
         for round_ in range(args.rounds):
             for server in servers:
-                results, _ = await scenario(server.url, 1, len(SECONDS), salt=round_ * 100)
+                results, _ = await scenario(server.url, 1, len(SINGLE_SECONDS), round_ * 100, SINGLE_SECONDS)
                 server.single += results
                 results, wall = await scenario(
                     server.url, args.streams, args.requests_per_stream, round_ * 100
@@ -238,11 +244,13 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
                 server.throughput.append(sum(r.audio_s for r in results if r.ok) / wall)
                 print(
                     f"  round {round_ + 1} {server.name}: single first audio "
-                    f"{np.median([r.first_audio_s for r in server.single[-len(SECONDS) :]]):.3f} s, "
+                    f"{np.median([r.first_audio_s for r in server.single[-len(SINGLE_SECONDS) :]]):.3f} s, "
                     f"{args.streams} streams {server.throughput[-1]:.2f} audio s/s, first audio p50 "
                     f"{np.median([r.first_audio_s for r in results]):.3f} s",
                     file=sys.stderr,
                 )
+            partial = {server.name: summary(server) for server in servers}  # survives a cut-off run
+            print(f"after round {round_ + 1}: {json.dumps(partial)}", file=sys.stderr)
     rows = {server.name: summary(server) for server in servers}
     old, new = rows["old"], rows["new"]
 
@@ -287,6 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests-per-stream", type=int, default=2)
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` too stops the servers it started
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         codec_dir = args.codec_dir.resolve() if args.codec_dir is not None else None
