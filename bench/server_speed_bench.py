@@ -193,6 +193,8 @@ def summary(server: Server) -> dict[str, Any]:
         "errors": [r.detail for r in every if not r.ok],
         "stalled_requests": sum(1 for r in every if r.ok and r.stall_s > 0),
         "longest_stall_s": max((r.stall_s for r in every if r.ok), default=0.0),
+        "single_stalls_s": [round(r.stall_s, 3) for r in single if r.stall_s > 0],
+        "concurrent_stalled_requests": sum(1 for r in conc if r.stall_s > 0),
     }
 
 
