@@ -129,8 +129,15 @@ class Engine:
             torch.set_num_threads(s.CODEC_THREADS)
         precision = choose_precision(s.CODEC_DTYPE, device.type, tf32=s.CODEC_TF32)
         self.codec_precision = precision
-        log.info("codec precision %s on %s: %s", precision.dtype, device, precision.reason)
-        log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, precision.dtype)
+        level = logging.WARNING if precision.slow else logging.INFO
+        log.log(
+            level,
+            "loading codec %s on %s, precision %s: %s",
+            s.CODEC_MODEL,
+            device,
+            precision.dtype,
+            precision.reason,
+        )
         decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
         if precision.dtype != "float32":
             decoder.cast(precision.torch_dtype)

@@ -40,6 +40,7 @@ class CodecPrecision:
     dtype: str  # float32 | bfloat16 | float16
     tf32: bool
     reason: str
+    slow: bool = False  # an explicit dtype that this CPU can only emulate (logged as a warning)
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -89,11 +90,13 @@ def choose_precision(
     tf32 = tf32 and device_kind == "cuda"
     if setting != "auto":
         reason = f"CODEC_DTYPE={setting} (explicit)"
+        slow = False
         if setting != "float32" and device_kind == "cpu":
             fast, why = cpu_bf16_matmul(cpu_flags() if flags is None else flags, env)
             if not fast:
                 reason += f"; WARNING: this CPU has {why}, expect it to be many times slower than float32"
-        return CodecPrecision(setting, tf32, reason)
+                slow = True
+        return CodecPrecision(setting, tf32, reason, slow)
     if device_kind == "npu":
         return CodecPrecision("bfloat16", False, "auto: NPU, bf16 is its native matrix format")
     if device_kind == "cuda":
