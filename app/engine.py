@@ -197,10 +197,8 @@ class Engine:
         return await self.references.get_or_encode(reference.digest, reference.samples, self.codec.encode)
 
     def schedule(self, playback_speed: float, playback_overlap_speed: float) -> StitchSchedule:
-        """The stitcher schedule for one request; decode lengths cut to CODEC_BUCKETS only where the codec
-        batches windows (issue 17: on a CPU, buckets only add re-decoded codes)."""
+        """The stitcher schedule for one request."""
         s = self.settings
-        buckets = tuple(s.CODEC_BUCKETS) if self.codec is None or self.codec.batches_decodes else ()
         return StitchSchedule.from_seconds(
             playback_speed=playback_speed,
             playback_overlap_speed=playback_overlap_speed,
@@ -208,5 +206,5 @@ class Engine:
             max_chunk_s=s.STREAM_MAX_CHUNK_S,
             past_context_s=s.STREAM_PAST_CONTEXT_S,
             crossfade_ms=s.CROSSFADE_MS,
-            buckets=buckets,
+            buckets=tuple(s.CODEC_BUCKETS),
         )

@@ -121,12 +121,6 @@ class CodecWorker:
         return self.decoder_batcher.running
 
     @property
-    def batches_decodes(self) -> bool:
-        """True when decode windows of equal length share batches or CUDA graphs, so that decode lengths
-        cut to a few buckets pay; on a CPU decoding one window at a time they only add re-decoded codes."""
-        return self.decoder_batcher.max_batch > 1 or self.runner.graphs is not None
-
-    @property
     def can_encode(self) -> bool:
         """True when the worker was given an encoder."""
         return self._encoder is not None

@@ -16,8 +16,7 @@ import pytest
 from app.codec.batch_stats import BatchStats, Reservoir
 from app.codec.batcher import Batcher
 from app.codec.deadlines import DeadlineQueue
-from app.codec.worker import CodecOptions, CodecWorker
-from app.tools.fixtures.codec import random_decoder
+from app.codec.worker import CodecOptions
 
 # --- DeadlineQueue -------------------------------------------------------------------------------------
 
@@ -266,9 +265,3 @@ def test_decodes_are_batched_on_accelerators_and_one_by_one_on_a_cpu(
     batching: str, accelerator: bool, expected: int
 ) -> None:
     assert CodecOptions(max_batch=16, batching=batching).decode_batch(accelerator) == expected
-
-
-def test_bucketed_decode_lengths_only_where_the_codec_batches() -> None:
-    decoder = random_decoder()
-    assert not CodecWorker(decoder, "cpu").batches_decodes  # auto on a CPU: one window at a time
-    assert CodecWorker(decoder, "cpu", options=CodecOptions(batching="on")).batches_decodes
