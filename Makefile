@@ -12,7 +12,7 @@ FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
-	bench-demo bench-soak gradio clean
+	bench-demo bench-soak bench-server-speed gradio clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ bench-codec: install
 
 bench-stitch: install
 	$(PY) -m bench.stitch_bench --out stitch_cpu.json
+
+## bench-server-speed: old against new codec defaults through two real servers (full-size random decoder)
+bench-server-speed: install
+	$(PY) -m bench.server_speed_bench --rounds 2 --out server_speed_cpu.json
 
 bench-audio: install system-deps
 	$(PY) -m bench.audio_quality --out audio_quality_cpu.json

@@ -51,6 +51,18 @@ class ServingSettings(BaseSettings):
         default_factory=lambda: ["neucodec"],
         description="Model families loaded at startup (CSV); the first is the default (OpenAI model names).",
     )
+    MAX_JSON_BODY_BYTES: int = Field(
+        1048576, ge=1024, description="Largest request body of the non-upload routes; beyond it 413."
+    )
+    HEADER_READ_TIMEOUT_S: float = Field(
+        10.0, gt=0, le=300, description="Time a connection has to send a request's headers (408, closed)."
+    )
+    BODY_READ_TIMEOUT_S: float = Field(
+        30.0, gt=0, le=600, description="Longest wait for the next part of a request body (408, slot freed)."
+    )
+    WORKERS: int = Field(
+        1, ge=1, le=64, description="Processes `python -m app` starts, each with its own engine."
+    )
 
 
 class LMSettings(BaseSettings):
@@ -132,9 +144,9 @@ class CodecSettings(BaseSettings):
         "neuphonic/neucodec", description="NeuCodec checkpoint: Hugging Face id or local directory."
     )
     DEVICE: str = Field("", description="cpu, cuda, cuda:N, npu, npu:N; empty = cuda if present, else cpu.")
-    CODEC_DTYPE: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32",
-        description="Decoder weights dtype; bf16 is ~3x faster on GPUs and AMX CPUs (SNR >= 30 dB vs fp32).",
+    CODEC_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto",
+        description="Decoder weights dtype; auto: bf16 on CPUs with AMX/AVX-512-BF16 and NPUs, else float32.",
     )
     CODEC_THREADS: int = Field(0, ge=0, le=256, description="CPU threads for torch (0 = torch's default).")
     CODEC_BUCKETS: Annotated[list[int], NoDecode] = Field(
@@ -162,6 +174,14 @@ class CodecSettings(BaseSettings):
         False, description="torch.compile the decoder instead of CUDA graphs (inductor; also on CPU)."
     )
 
+    CODEC_TF32: bool = Field(False, description="TF32 matrix products in the decoder (cuda only).")
+    CODEC_BATCHING: Literal["auto", "on", "off"] = Field(
+        "auto", description="Batch decode windows across streams; auto: on accelerators, not on a CPU."
+    )
+    CODEC_SCHEDULING: Literal["deadline", "fifo"] = Field(
+        "deadline", description="Decode order: earliest play-out deadline first, or first come first served."
+    )
+
     # --- streaming stitcher -----------------------------------------------------------------------------
     DEFAULT_PLAYBACK_SPEED: float = Field(
         2.0, ge=0.02, le=60, description="First decode window in seconds (x50 tokens)."
@@ -172,7 +192,7 @@ class CodecSettings(BaseSettings):
     STREAM_CHUNK_GROWTH: float = Field(2.0, ge=1, le=16, description="Window growth factor per step.")
     STREAM_MAX_CHUNK_S: float = Field(10.0, gt=0, le=60, description="Cap on a grown window, in seconds.")
     STREAM_PAST_CONTEXT_S: float = Field(
-        3.0, ge=0, le=30, description="Past context decoded with each window and sliced off."
+        0.3, ge=0, le=30, description="Past context decoded with each window and sliced off."
     )
     CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
 
@@ -205,6 +225,12 @@ class VoiceSettings(BaseSettings):
     )
     SHARED_REFERENCE_TTL_S: float = Field(
         86400.0, gt=0, description="VOICE_STORE=redis: encoded references are shared this long after use."
+    )
+    UPLOAD_DECODE_THREADS: int = Field(
+        2, ge=1, le=64, description="Threads that decode uploaded audio (their own pool, not the shared one)."
+    )
+    UPLOAD_DECODE_TIMEOUT_S: float = Field(
+        10.0, gt=0, le=300, description="Longest one upload decode may take (400) or wait for a thread (503)."
     )
 
 
@@ -344,26 +370,6 @@ class Settings(  # bases in reverse: pydantic lists the last base's fields first
     """
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=True)
-
-    # --- hostile input (issue 21): upload decoding, edge timeouts, body caps, processes -------------
-    UPLOAD_DECODE_THREADS: int = Field(
-        2, ge=1, le=64, description="Threads that decode uploaded audio (their own pool, not the shared one)."
-    )
-    UPLOAD_DECODE_TIMEOUT_S: float = Field(
-        10.0, gt=0, le=300, description="Longest one upload decode may take (400) or wait for a thread (503)."
-    )
-    MAX_JSON_BODY_BYTES: int = Field(
-        1048576, ge=1024, description="Largest request body of the non-upload routes; beyond it 413."
-    )
-    HEADER_READ_TIMEOUT_S: float = Field(
-        10.0, gt=0, le=300, description="Time a connection has to send a request's headers (408, closed)."
-    )
-    BODY_READ_TIMEOUT_S: float = Field(
-        30.0, gt=0, le=600, description="Longest wait for the next part of a request body (408, slot freed)."
-    )
-    WORKERS: int = Field(
-        1, ge=1, le=64, description="Processes `python -m app` starts, each with its own engine."
-    )
 
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod

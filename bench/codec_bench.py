@@ -92,8 +92,8 @@ def prepare_checkpoint(
     return target, kind
 
 
-Decode = Callable[[list[int]], Awaitable[np.ndarray]]
-SCHEDULE_SECONDS = (2.0, 0.2, 2.0, 10.0, 3.0, 12.0)
+Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
+SCHEDULE_SECONDS = (2.0, 0.2, 2.0, 10.0, 0.3, 12.0)
 """The server's default stitcher schedule (DEFAULT_PLAYBACK_SPEED, DEFAULT_PLAYBACK_OVERLAP_SPEED,
 STREAM_CHUNK_GROWTH, STREAM_MAX_CHUNK_S, STREAM_PAST_CONTEXT_S, CROSSFADE_MS); a test keeps them in step."""
 BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # CODEC_BUCKETS' default
@@ -114,6 +114,7 @@ class Variant:
         if not self.batched:  # the unbatched baseline: one window at a time, natural window lengths
             return CodecOptions(max_batch=1, window_s=0.0)
         return CodecOptions(
+            batching="on",  # also on a CPU, where the server's default (auto) decodes one at a time
             max_batch=16,
             window_s=0.002,
             cuda_graphs=self.graphs,
@@ -155,9 +156,9 @@ async def speak(
     """One utterance through a real Stitcher, fed ``DELTA_CODES`` at a time at ``rate`` codes/s (0 = as
     fast as possible); appends each decode's wait (s) to ``waits``; returns the samples emitted."""
 
-    async def timed(window: list[int]) -> np.ndarray:
+    async def timed(window: list[int], deadline: float | None = None) -> np.ndarray:
         started = time.perf_counter()
-        audio = await decode(window)
+        audio = await decode(window, deadline)
         waits.append(time.perf_counter() - started)
         return audio
 

@@ -7,7 +7,10 @@ time (as an LM streams them) and, separately, through one decode of the whole se
 utterance it reports the RMS envelope difference over 20 ms frames, ``|20 log10(env_stream /
 env_oneshot)|`` over frames at most ``--floor-db`` below the loudest one-shot frame (median, worst
 and where the worst frame is), the SNR of the streamed audio against the one-shot audio, and how many
-codes were decoded per code of audio (context overhead).
+codes were decoded per code of audio (context overhead). It also prints, without decoding, the codes
+decoded per code emitted for utterances of 3, 5, 10 and 20 s under each schedule, with natural window
+lengths (a CPU, which decodes one window at a time) and with the server's default buckets (an
+accelerator, which batches windows of equal length).
 
 The decoder has random weights (a tiny one written to a temp dir by default; ``--full-size`` writes the
 official-size decoder, slow on CPU): it makes noise, not speech, so the numbers measure the error the
@@ -40,10 +43,14 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FRAMES_PER_S = 50  # 20 ms envelope frames
 # name -> (playback_speed, playback_overlap_speed, growth, max_chunk_s, past_context_s, crossfade_ms)
 SCHEDULES = {
-    "default": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0),
-    "low_latency": (0.5, 0.2, 2.0, 10.0, 3.0, 12.0),
+    "default": (2.0, 0.2, 2.0, 10.0, 0.3, 12.0),  # the server's defaults (past context 0.3 s since issue 17)
+    "past_3s_before_17": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0),  # the defaults before issue 17
+    "past_1s": (2.0, 0.2, 2.0, 10.0, 1.0, 12.0),
+    "low_latency": (0.5, 0.2, 2.0, 10.0, 0.3, 12.0),
     "fixed_1.5s_no_context": (1.5, 0.0, 1.0, 1.5, 0.0, 0.0),  # baseline: hard cuts, no context
 }
+BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # CODEC_BUCKETS' default
+RATIO_SECONDS = (3, 5, 10, 20)
 
 
 def envelope(audio: np.ndarray, frame: int) -> np.ndarray:
@@ -79,7 +86,7 @@ async def stream_decode(
     """Codes pushed one at a time, then flushed: (audio [n * hop], codes decoded)."""
     decoded = 0
 
-    async def decode(window: list[int]) -> np.ndarray:
+    async def decode(window: list[int], deadline: float | None = None) -> np.ndarray:
         nonlocal decoded
         decoded += len(window)
         return await asyncio.to_thread(decode_one, window)
@@ -90,6 +97,24 @@ async def stream_decode(
         chunks += await stitcher.push([code])
     chunks += await stitcher.flush()
     return np.concatenate(chunks), decoded
+
+
+def decode_ratios(
+    args: tuple[float, ...], tokens_per_s: int, sample_rate: int
+) -> dict[str, dict[str, float]]:
+    """Codes decoded per code emitted for utterances of RATIO_SECONDS, natural and bucketed windows."""
+    ratios = {}
+    for kind, buckets in (("natural", ()), ("buckets", BUCKETS)):
+        schedule = StitchSchedule.from_seconds(*args, tokens_per_s, sample_rate, buckets=buckets)
+        ratios[kind] = {
+            f"{seconds}s": round(
+                sum(stop - lo for _, _, lo, stop in schedule.plan(seconds * tokens_per_s))
+                / (seconds * tokens_per_s),
+                3,
+            )
+            for seconds in RATIO_SECONDS
+        }
+    return ratios
 
 
 def summary(schedule: StitchSchedule, rows: list[dict]) -> dict:
@@ -137,6 +162,7 @@ def run(
             row["decode_overhead"] = decoded / len(codes)
             rows.append(row)
         results[name] = summary(schedule, rows)
+        results[name]["decoded_per_emitted"] = decode_ratios(args, tokens_per_s, config.sample_rate)
     return results
 
 
@@ -151,14 +177,19 @@ def table(results: dict[str, dict]) -> str:
             ("env worst dB", ">", 14),
             ("SNR min/med dB", ">", 18),
             ("decoded/code", ">", 14),
+            ("3/5/10/20 s natural | buckets", ">", 34),
         ]
     )
     lines = [head, "-" * len(head)]
     for name, r in results.items():
         snr = f"{r['snr_db_min']:.1f}/{r['snr_db_median']:.1f}"
+        ratios = " | ".join(
+            "/".join(f"{v:.2f}" for v in r["decoded_per_emitted"][kind].values())
+            for kind in ("natural", "buckets")
+        )
         lines.append(
             f"{name:<24}{r['first_audio_after_codes']:>10}{r['env_median_db']:>12.4f}"
-            f"{r['env_worst_db']:>14.4f}{snr:>18}{r['decode_overhead']:>14.2f}"
+            f"{r['env_worst_db']:>14.4f}{snr:>18}{r['decode_overhead']:>14.2f}{ratios:>34}"
         )
     return "\n".join(lines)
 

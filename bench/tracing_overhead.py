@@ -98,7 +98,7 @@ class FakeSource:
         return FakeStream(self.codes)
 
 
-async def decode(codes: list[int]) -> np.ndarray:
+async def decode(codes: list[int], deadline: float | None = None) -> np.ndarray:
     """Zeros at once, with the four batcher stages recorded after the fact under the caller's span."""
     parent = current_context()
     if parent is not None:

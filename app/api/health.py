@@ -65,6 +65,8 @@ async def ready(request: Request) -> dict[str, Any] | JSONResponse:
         failing = [name for name, ok in checks.items() if not ok]
         if reason is None and failing:
             reason = "not ready: " + ", ".join(failing)
-    if reason is None:
-        return {"status": "ready", "checks": checks}
+    if reason is None and engine is not None:
+        body: dict[str, Any] = {"status": "ready", "checks": checks}
+        body.update(engine.details())  # what was chosen at startup and why (e.g. CODEC_DTYPE=auto)
+        return body
     return JSONResponse({"status": "not_ready", "checks": checks, "reason": reason}, status_code=503)

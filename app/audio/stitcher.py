@@ -17,7 +17,19 @@ Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
 - Window k is decoded as soon as ``e_k + future_tokens`` codes have arrived.
 - ``flush()`` decodes the rest, ``codes[lo : n]`` with ``lo = s - p``, as the last window. With buckets,
   ``lo`` moves further left (more past context, never padding) to make ``n - lo`` the smallest bucket
-  that fits, when there are enough codes; otherwise the length stays ``n - s + p``.
+  that fits, when there are enough codes and that adds at most ``LAST_WINDOW_SLACK`` of the natural
+  length ``n - s + p`` (re-decoding more to share a batch would cost more than it saves); otherwise the
+  length stays ``n - s + p``.
+
+Deadlines: each decode is handed the moment the listener will have played everything emitted so far
+(``clock()`` when the first chunk came out, plus the emitted audio's duration); the first window's is
+None (due now). The codec serves the earliest deadline first, so a stream with seconds of audio
+buffered yields to streams that have none.
+
+Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
+(plus any bucket slack). With the server's defaults (0.3 s past, 0.2 s future, first window 2 s,
+growth 2) an utterance of 3, 5, 10 or 20 s decodes at most 1.2 codes per code it emits
+(``bench/stitch_bench.py`` prints the ratios and the seam quality against a one-shot decode).
 
 Joins: at the boundary ``B = e_k * spt`` (samples) a raised-cosine ramp ``0.5 (1 - cos(pi t))`` of
 ``L + R`` samples blends window k into window k+1 over ``[B - L, B + R)``. The right half lies in window
@@ -38,15 +50,19 @@ how the codes were split across ``push()`` calls. The last window always has at 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from app.core.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 
-Decode = Callable[[list[int]], Awaitable[np.ndarray]]
-"""Decodes a window of T codes to float32 mono audio of shape [T * samples_per_token]."""
+Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
+"""Decodes a window of T codes to float32 mono audio of shape [T * samples_per_token]; the second
+argument is the window's play-out deadline in ``time.monotonic()`` seconds (None: needed now)."""
+
+LAST_WINDOW_SLACK = 0.1  # a last window grows to a bucket only when that adds at most this fraction
 
 
 @dataclass(frozen=True)
@@ -162,7 +178,8 @@ class StitchSchedule:
     def last_window_lo(self, start: int, n_codes: int) -> int:
         """First code decoded by the final window, which owns ``[start, n_codes)``."""
         lo = start - min(self.past_tokens, start)
-        fits = [b for b in self.buckets if n_codes - lo <= b <= n_codes]
+        natural = n_codes - lo
+        fits = [b for b in self.buckets if natural <= b <= min(n_codes, natural * (1 + LAST_WINDOW_SLACK))]
         return n_codes - fits[0] if fits else lo
 
     def next_window(self, seg: int) -> int:
@@ -193,13 +210,25 @@ class StitchSchedule:
 class Stitcher:
     """Turns a stream of codes into float32 mono audio chunks by windowed decoding (module docstring).
 
-    ``push`` and ``flush`` must be awaited one at a time (one consumer per stream); the only thing they
-    wait on is ``decode``. After ``flush`` the stitcher is finished.
+    ``feed``/``push`` and ``flush`` must be used one at a time (one consumer per stream); the only thing
+    they wait on is ``decode``. After ``flush`` the stitcher is finished. ``clock`` (``time.monotonic``)
+    and ``sample_rate`` turn emitted samples into play-out deadlines.
     """
 
-    def __init__(self, decode: Decode, schedule: StitchSchedule) -> None:
+    def __init__(
+        self,
+        decode: Decode,
+        schedule: StitchSchedule,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sample_rate: int = SAMPLE_RATE,
+    ) -> None:
         self._decode = decode
         self._schedule = schedule
+        self._clock = clock
+        self._sample_rate = sample_rate
+        self._play_start: float | None = None  # clock() when the first chunk came out
+        self._emitted = 0  # samples emitted so far
         self._left = schedule.crossfade_left
         self._right = schedule.crossfade_right
         width = self._left + self._right
@@ -211,20 +240,30 @@ class Stitcher:
         self._held: np.ndarray | None = None  # [L + R]: last window's samples around s * spt
         self._finished = False
 
-    async def push(self, codes: list[int]) -> list[np.ndarray]:
-        """Add codes; return the chunks of every window that became decodable (often none)."""
+    async def feed(self, codes: list[int]) -> AsyncGenerator[np.ndarray, None]:
+        """Add codes; yield the chunk of each window that became decodable as soon as it is decoded (so
+        the first chunk goes out before the next window is decoded, even when many codes come at once)."""
         if self._finished:
             raise RuntimeError("push() after flush()")
         self._codes.extend(codes)
-        chunks: list[np.ndarray] = []
         while True:
             lo, end, stop = self._schedule.window(self._start, self._seg)
             if len(self._codes) < stop:
-                return chunks
+                return
             chunk = await self._window(lo, self._start, end, stop, last=False)
             self._start, self._seg = end, self._schedule.next_window(self._seg)
             if chunk.size:
-                chunks.append(chunk)
+                yield chunk
+
+    async def push(self, codes: list[int]) -> list[np.ndarray]:
+        """Add codes; return the chunks of every window that became decodable (often none)."""
+        return [chunk async for chunk in self.feed(codes)]
+
+    def deadline(self) -> float | None:
+        """When the listener will have played every sample emitted so far (None before the first)."""
+        if self._play_start is None:
+            return None
+        return self._play_start + self._emitted / self._sample_rate
 
     async def flush(self) -> list[np.ndarray]:
         """Decode the remaining codes as the last window and return everything not yet emitted."""
@@ -251,7 +290,7 @@ class Stitcher:
         """
         spt = self._schedule.samples_per_token
         window = self._codes[lo:stop]
-        audio = np.asarray(await self._decode(window), dtype=np.float32)
+        audio = np.asarray(await self._decode(window, self.deadline()), dtype=np.float32)
         if audio.shape != (len(window) * spt,):
             raise ValueError(
                 f"decode of {len(window)} codes returned shape {audio.shape}, expected ({len(window) * spt},)"
@@ -271,4 +310,8 @@ class Stitcher:
         else:
             pieces.append(audio[body_start : own_end - self._left])
             self._held = audio[own_end - self._left : own_end + self._right].copy()
-        return np.concatenate(pieces)
+        chunk = np.concatenate(pieces)
+        if self._play_start is None and chunk.size:
+            self._play_start = self._clock()
+        self._emitted += chunk.size
+        return chunk

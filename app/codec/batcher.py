@@ -1,20 +1,29 @@
-"""Cross-request dynamic batching of codec work, exact by construction.
+"""Cross-request dynamic batching of codec work, exact by construction, earliest deadline first.
 
-``await batcher.submit(item)`` from any request. Two threads per batcher, nothing polls:
+``await batcher.submit(item, deadline)`` from any request. ``deadline`` (``time.monotonic()`` seconds)
+is when the item's result is needed: for a decode window, the moment its listener will have played
+all the audio sent so far; a stream's first window, or an item without one, is due at once. One
+thread per batcher owns the device and nothing polls: it sleeps on a condition until work is queued,
+then
 
-- the **collector** blocks on the queue for the first item, then gathers more for at most
-  ``window_s`` or until ``max_batch`` items wait, drops items whose caller has gone (cancelled future),
-  groups the rest by ``key`` (the exact window length for decodes: batches are never padded in time),
-  splits groups at ``max_batch``, and prepares each batch (``prepare``: e.g. the host-to-device copy)
-  before handing it to the worker through a one-slot hand-off, so the next batch is staged while the
-  current one computes;
-- the **worker** owns the device: it runs each batch (``run``) and settles every future of the batch
-  on its event loop with ``loop.call_soon_threadsafe``.
+- picks the next batch from a ``DeadlineQueue`` (``app.codec.deadlines``): the most urgent live item and
+  up to ``max_batch - 1`` more items of the same ``key`` (the exact window length for decodes: batches
+  are never padded in time), most urgent first; cancelled items are dropped;
+- when the batch is not full and its most urgent item was queued less than ``window_s`` ago, waits until
+  then (or until the batch would be full) for more items to share it: only when the device was idle;
+  a device that was busy has let the queue fill meanwhile;
+- prepares the batch (``prepare``: e.g. the host-to-device copy), runs it (``run``) and settles every
+  future on its event loop with ``loop.call_soon_threadsafe``.
 
-A failure fails only the futures of its batch; both threads keep running. ``timeout_s`` bounds each
+The batch is chosen when the device is free, never staged ahead, so an urgent item that arrives while
+a batch computes runs right after it. With ``deadlines=False`` every item is due when it is submitted:
+first come, first served (the behaviour before deadlines, kept for comparison).
+
+A failure fails only the futures of its batch; the thread keeps running. ``timeout_s`` bounds each
 caller's wait (503 past it). ``close`` fails what is queued, lets the batch in flight finish and
-joins the threads. Timings of every batch go to a ``BatchObserver`` (metrics) and, per item, to a
-``SpanRecorder`` with the span context captured at submit (tracing), recorded after the fact.
+joins the thread. Timings of every batch go to a ``BatchObserver`` (metrics; ``BatchStats`` keeps
+bounded counts) and, per item, to a ``SpanRecorder`` with the span context captured at submit
+(tracing), recorded after the fact.
 """
 
 from __future__ import annotations
@@ -22,14 +31,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import queue
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from app.codec.batch_stats import BatchStats
+from app.codec.deadlines import DeadlineQueue
 from app.core.errors import Unavailable
 
 log = logging.getLogger(__name__)
@@ -65,37 +74,11 @@ class SpanRecorder(Protocol):
     def record_span(
         self,
         name: str,
-        parent: object | None,
+        parent: Any,  # what current_context returned
         start_ns: int,
         end_ns: int,
-        attributes: Mapping[str, object] | None = None,
+        attributes: Any = None,  # span attributes (name -> str, bool, int, float or a sequence of them)
     ) -> None: ...
-
-
-@dataclass
-class BatchStats:
-    """Plain counters of one batcher: batch sizes, per-item queue waits, compute times, graph hits."""
-
-    sizes: Counter[int] = field(default_factory=Counter)
-    waits_s: list[float] = field(default_factory=list)
-    compute_s: list[float] = field(default_factory=list)
-    graph_hits: int = 0
-    graph_misses: int = 0
-    depth: int = 0
-
-    def observe_codec_batch(self, queue: str, size: int, compute_s: float, graph: bool) -> None:
-        self.sizes[size] += 1
-        self.compute_s.append(compute_s)
-        if graph:
-            self.graph_hits += 1
-        else:
-            self.graph_misses += 1
-
-    def observe_codec_queue_wait(self, queue: str, wait_s: float) -> None:
-        self.waits_s.append(wait_s)
-
-    def set_codec_queue_depth(self, queue: str, depth: int) -> None:
-        self.depth = depth
 
 
 @dataclass
@@ -103,7 +86,8 @@ class _Item(Generic[T, R]):
     payload: T
     future: asyncio.Future[R]
     loop: asyncio.AbstractEventLoop
-    submitted_ns: int
+    submitted_ns: int  # time.time_ns(), for spans
+    queued_at: float  # time.monotonic(), for the batching window
     span_parent: object | None
 
 
@@ -111,11 +95,9 @@ class _Item(Generic[T, R]):
 class _Batch(Generic[T, R, P]):
     items: list[_Item[T, R]]
     prepared: P
-    collected_ns: int  # the collector took the batch
-    prepared_ns: int  # staged for the worker
+    collected_ns: int  # the worker took the batch
+    prepared_ns: int  # staged for the device
 
-
-_STOP = object()
 
 # the stages of one item, recorded as children of the span that was current when it was submitted
 SPAN_NAMES = {
@@ -134,13 +116,17 @@ def _settle(future: asyncio.Future[Any], result: object) -> None:
         future.set_result(result)
 
 
-class Batcher(Generic[T, R, P]):
-    """One queue of codec work and the two threads that batch and run it (module docstring).
+def _alive(item: _Item[Any, Any]) -> bool:
+    return not item.future.cancelled()  # a plain state read, safe from any thread
 
-    ``prepare(items) -> P`` runs on the collector thread, ``run(P) -> (results, graph_used)`` on the
-    worker thread; results come in item order and a result that is an exception fails only its item.
-    ``bind_thread`` runs first on both threads (e.g. to make the device current), then ``warmup`` on
-    the worker thread (e.g. CUDA graph capture); items queue meanwhile.
+
+class Batcher(Generic[T, R, P]):
+    """One queue of codec work and the thread that batches and runs it (module docstring).
+
+    ``prepare(items) -> P`` and then ``run(P) -> (results, graph_used)`` run on the worker thread;
+    results come in item order and a result that is an exception fails only its item. ``bind_thread``
+    runs first on the thread (e.g. to make the device current), then ``warmup`` (e.g. CUDA graph
+    capture); items queue meanwhile.
     """
 
     def __init__(
@@ -153,6 +139,7 @@ class Batcher(Generic[T, R, P]):
         window_s: float,
         max_batch: int,
         timeout_s: float,
+        deadlines: bool = True,
         bind_thread: Callable[[], None] = lambda: None,
         warmup: Callable[[], None] = lambda: None,
         observer: BatchObserver | None = None,
@@ -163,22 +150,21 @@ class Batcher(Generic[T, R, P]):
                 f"bad batcher limits: max_batch={max_batch} window_s={window_s} timeout={timeout_s}"
             )
         self.name = name
-        self._key = key
         self._prepare = prepare
         self._run = run
         self._window_s = window_s
         self.max_batch = max_batch
         self._timeout_s = timeout_s
+        self.deadlines = deadlines
         self._bind_thread = bind_thread
         self._warmup = warmup
         self.stats = BatchStats()  # replaceable (a bench resets it between runs)
         self._observer = observer
         self._spans = spans  # None: no tracing (no context captured, so nothing recorded)
-        self._queue: queue.SimpleQueue[_Item[T, R] | object] = queue.SimpleQueue()
-        self._handoff: queue.Queue[_Batch[T, R, P] | object] = queue.Queue(maxsize=1)
+        self._queue: DeadlineQueue[_Item[T, R]] = DeadlineQueue(lambda item: key(item.payload), _alive)
+        self._cond = threading.Condition()  # guards _queue and _closed; the worker sleeps on it
         self._threads: list[threading.Thread] = []
         self._closed = False
-        self._lock = threading.Lock()  # submit vs close: nothing is queued after close has drained
 
     @property
     def running(self) -> bool:
@@ -189,27 +175,28 @@ class Batcher(Generic[T, R, P]):
         return [self.stats] if self._observer is None else [self.stats, self._observer]
 
     def start(self) -> None:
-        """Start the collector and the worker threads."""
+        """Start the worker thread."""
         if self._threads or self._closed:
             raise RuntimeError(f"{self.name} batcher: start() called twice or after close()")
-        self._threads = [
-            threading.Thread(target=self._collect, name=f"{self.name}-collector", daemon=True),
-            threading.Thread(target=self._work, name=f"{self.name}-worker", daemon=True),
-        ]
+        self._threads = [threading.Thread(target=self._work, name=f"{self.name}-worker", daemon=True)]
         for thread in self._threads:
             thread.start()
 
-    async def submit(self, payload: T) -> R:
-        """Queue ``payload`` and wait for its result. Raises BatcherClosed, BatchTimeout, or the
-        exception its batch raised. Cancelling the caller drops the item if it has not been batched."""
+    async def submit(self, payload: T, deadline: float | None = None) -> R:
+        """Queue ``payload``, due at ``deadline`` (``time.monotonic()`` seconds; None: now), and wait for
+        its result. Raises BatcherClosed, BatchTimeout, or the exception its batch raised. Cancelling the
+        caller drops the item if it has not been batched."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         parent = self._spans.current_context() if self._spans is not None else None
-        item = _Item(payload, future, loop, time.time_ns(), parent)
-        with self._lock:
+        now = time.monotonic()
+        item = _Item(payload, future, loop, time.time_ns(), now, parent)
+        due = deadline if self.deadlines and deadline is not None else now
+        with self._cond:
             if not self.running:
                 raise BatcherClosed(f"the codec is not running (no {self.name} accepted)")
-            self._queue.put(item)
+            self._queue.push(item, due)
+            self._cond.notify()
         try:
             return await asyncio.wait_for(future, self._timeout_s)
         except TimeoutError:
@@ -218,77 +205,54 @@ class Batcher(Generic[T, R, P]):
             ) from None
 
     async def close(self) -> None:
-        """Stop taking work, fail what is queued, finish the batch in flight and join the threads."""
-        with self._lock:
-            first = not self._closed
+        """Stop taking work, fail what is queued, finish the batch in flight and join the thread."""
+        with self._cond:
             self._closed = True
-        if first and self._threads:
-            self._queue.put(_STOP)
+            queued = self._queue.drain()
+            self._cond.notify_all()
+        self._fail(queued, self._closed_error())  # now, not after the batch in flight
         for thread in self._threads:
             await asyncio.to_thread(thread.join)
-
-    # --- collector thread ------------------------------------------------------------------------
-
-    def _gather(self, first: _Item[T, R]) -> tuple[list[_Item[T, R]], bool]:
-        """``first`` and what arrives within the window (up to max_batch); True when stop was seen."""
-        items = [first]
-        deadline = time.monotonic() + self._window_s
-        while len(items) < self.max_batch:
-            remaining = deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is _STOP:
-                return items, True
-            items.append(item)  # type: ignore[arg-type]
-        return items, False
-
-    def _collect(self) -> None:
-        self._bind_thread()
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is _STOP:
-                break
-            items, stopping = self._gather(first)  # type: ignore[arg-type]
-            for observer in self._observers():
-                observer.set_codec_queue_depth(self.name, self._queue.qsize())
-            if stopping or self._closed:  # fail these with the rest of the queue
-                self._fail(items, self._closed_error())
-                break
-            collected = time.time_ns()
-            live = [item for item in items if not item.future.cancelled()]  # a plain state read
-            groups: dict[Hashable, list[_Item[T, R]]] = {}
-            for item in live:
-                groups.setdefault(self._key(item.payload), []).append(item)
-            for group in groups.values():
-                for start in range(0, len(group), self.max_batch):
-                    self._stage(group[start : start + self.max_batch], collected)
-        self._fail(self._drain(), self._closed_error())
-        self._handoff.put(_STOP)
 
     def _closed_error(self) -> BatcherClosed:
         return BatcherClosed(f"the codec stopped before this {self.name} ran")
 
-    def _stage(self, items: list[_Item[T, R]], collected_ns: int) -> None:
-        """Prepare one batch and hand it to the worker (blocks while the worker has one waiting)."""
-        try:
-            prepared = self._prepare([item.payload for item in items])
-        except Exception as exc:
-            self._fail(items, exc)
-            return
-        self._handoff.put(_Batch(items, prepared, collected_ns, time.time_ns()))
+    # --- worker thread ---------------------------------------------------------------------------
 
-    def _drain(self) -> list[_Item[T, R]]:
-        items = []
-        while True:
+    def _next_batch(self) -> list[_Item[T, R]] | None:
+        """Block until a batch is due (module docstring) and take it; None once closed."""
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                head = self._queue.head()
+                if head is None:
+                    self._cond.wait()  # woken by submit or close
+                    continue
+                item, _, same_key = head
+                wait = item.queued_at + self._window_s - time.monotonic()
+                if same_key >= self.max_batch or wait <= 0:
+                    batch = self._queue.take(self.max_batch)  # empty if all were cancelled meanwhile
+                    if batch:
+                        depth = len(self._queue)
+                        break
+                    continue
+                self._cond.wait(timeout=wait)  # more may join; re-select by deadline afterwards
+        for observer in self._observers():
+            observer.set_codec_queue_depth(self.name, depth)
+        return batch
+
+    def _work(self) -> None:
+        self._bind_thread()
+        self._warmup()
+        while (items := self._next_batch()) is not None:  # None once closed (close fails the queue)
+            collected = time.time_ns()
             try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return items
-            if item is not _STOP:
-                items.append(item)  # type: ignore[arg-type]
+                prepared = self._prepare([item.payload for item in items])
+            except Exception as exc:
+                self._fail(items, exc)
+                continue
+            self._execute(_Batch(items, prepared, collected, time.time_ns()))
 
     def _fail(self, items: list[_Item[T, R]], error: BaseException) -> None:
         for item in items:
@@ -298,23 +262,7 @@ class Batcher(Generic[T, R, P]):
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for this item any more
             item.loop.call_soon_threadsafe(_settle, item.future, result)
 
-    # --- worker thread ---------------------------------------------------------------------------
-
-    def _work(self) -> None:
-        self._bind_thread()
-        self._warmup()
-        while True:
-            batch = self._handoff.get()
-            if batch is _STOP:
-                return
-            if self._closed:  # staged but not started: fail it rather than delay the shutdown
-                self._fail(batch.items, self._closed_error())  # type: ignore[union-attr]
-                continue
-            self._execute(batch)  # type: ignore[arg-type]
-
     def _execute(self, batch: _Batch[T, R, P]) -> None:
-        if all(item.future.cancelled() for item in batch.items):  # every caller gave up while it waited
-            return
         started = time.time_ns()
         graph = False
         try:

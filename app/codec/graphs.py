@@ -17,6 +17,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -63,7 +64,7 @@ class GraphPool:
         self._graphs: dict[GraphKey, CapturedGraph] = {}
         self._failed: set[GraphKey] = set()
         self._seen: Counter[GraphKey] = Counter()
-        self._pool: object | None = None
+        self._pool: Any = None  # graph_pool_handle(): an opaque handle, shared by the graphs
 
     @property
     def captured(self) -> list[GraphKey]:
@@ -109,8 +110,7 @@ class GraphPool:
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
-            pool = self._pool  # a handle from graph_pool_handle(); torch's stub types it as a plain object
-            with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):  # type: ignore[arg-type]
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
                 outputs = self._forward(inputs)
         except Exception as exc:  # any capture failure: this shape runs eagerly, for good
             self._failed.add(key)

@@ -1,10 +1,11 @@
 """DecodeRunner: a batch of equal-length code windows -> their audio, on one device.
 
-Two steps, on two threads, so that getting the next batch onto the device overlaps the current compute:
+Two steps, both on the batcher's worker thread, which owns the device (the batch is chosen when the
+device is free, by deadline, so it is not staged ahead; the copy of a batch of codes is a few hundred kB):
 
-- ``prepare`` (collector thread): the rows go into a pinned host buffer taken from a pool (reused across
-  batches of the same shape), are copied to the device on the copy stream, and an event marks the copy.
-- ``run`` (worker thread, which owns the device): the compute stream waits for that event, then replays
+- ``prepare``: the rows go into a pinned host buffer taken from a pool (reused across batches of the
+  same shape), are copied to the device on the copy stream, and an event marks the copy.
+- ``run``: the compute stream waits for that event, then replays
   the CUDA graph of the shape (padded up to a captured batch size with copies of a real row; rows never
   mix, so padding changes no real row) or runs the decoder eagerly (or compiled), and the real rows come
   back to the host.

@@ -1,10 +1,11 @@
 """CodecWorker: the codec service of one process, a decode batcher and an encode batcher on one device.
 
 ``await decode(codes)`` and ``await encode(audio_16k)`` from any request. Each kind has its own queue
-and threads (``app.codec.batcher``), so a long reference encode (a 30 s upload takes minutes on a
-CPU) never holds up the decodes of streams that are playing. Decodes are batched across requests
-by exact window length (the stitcher cuts windows to a few bucket lengths so that lengths coincide)
-and run through a ``DecodeRunner`` (pinned buffers, copy/compute streams, CUDA graphs on cuda).
+and thread (``app.codec.batcher``), so a long reference encode (a 30 s upload takes minutes on a
+CPU) never holds up the decodes of streams that are playing. Decodes run earliest play-out deadline
+first; on an accelerator they are batched across requests by exact window length (the stitcher cuts
+windows to a few bucket lengths so that lengths coincide), on a CPU one at a time (``batching``), and
+run through a ``DecodeRunner`` (pinned buffers, copy/compute streams, CUDA graphs on cuda).
 Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
 gets the codes it gets alone. Codes are validated on submit: a bad item fails alone, never its batch.
 """
@@ -46,6 +47,14 @@ class CodecOptions:
     graph_lengths: tuple[int, ...] = ()  # captured at startup with every batch size (CODEC_BUCKETS)
     max_graphs: int = 64  # CUDA_GRAPH_MAX: startup and lazy captures together
     compile: bool = False  # TORCH_COMPILE
+    batching: str = "auto"  # CODEC_BATCHING: auto (on accelerators only) | on | off
+    deadlines: bool = True  # CODEC_SCHEDULING: deadline (True) | fifo (False)
+
+    def decode_batch(self, accelerator: bool) -> int:
+        """Most windows in one decode batch: 1 where batching is off (``auto``: off on a CPU, where a
+        batch costs what its windows cost one by one, so batching only delays the first of them)."""
+        on = self.batching == "on" or (self.batching == "auto" and accelerator)
+        return self.max_batch if on else 1
 
 
 def _forward(decoder: NeuCodecDecoder, ops: DeviceOps, compile: bool) -> Forward:
@@ -77,21 +86,19 @@ class CodecWorker:
         if opts.cuda_graphs and self.ops.supports_graphs and not opts.compile:
             graphs = GraphPool(decoder, self.ops.device, opts.graph_batch_sizes, opts.max_graphs)
         self.runner = DecodeRunner(_forward(decoder, self.ops, opts.compile), self.ops, graphs)
-        common = {
-            "observer": observer,
-            "spans": spans,
-            "timeout_s": opts.timeout_s,
-            "window_s": opts.window_s,
-        }
         self.decoder_batcher: Batcher[list[int], np.ndarray, PreparedBatch] = Batcher(
             "decode",
             key=len,
             prepare=self.runner.prepare,
             run=self._run_decode,
-            max_batch=opts.max_batch,
+            max_batch=opts.decode_batch(self.ops.is_accelerator),
+            deadlines=opts.deadlines,
             bind_thread=self.runner.bind_thread,
             warmup=self._capture_graphs,
-            **common,  # type: ignore[arg-type]
+            observer=observer,
+            spans=spans,
+            timeout_s=opts.timeout_s,
+            window_s=opts.window_s,
         )
         self.encoder_batcher: Batcher[np.ndarray, list[int], list[np.ndarray]] | None = None
         if encoder is not None:
@@ -102,7 +109,10 @@ class CodecWorker:
                 run=self._run_encode,
                 max_batch=opts.max_encode_batch,
                 bind_thread=self.ops.bind_thread,
-                **common,  # type: ignore[arg-type]
+                observer=observer,
+                spans=spans,
+                timeout_s=opts.timeout_s,
+                window_s=opts.window_s,
             )
 
     @property
@@ -122,8 +132,9 @@ class CodecWorker:
         if self.encoder_batcher is not None:
             self.encoder_batcher.start()
 
-    async def decode(self, codes: Sequence[int]) -> np.ndarray:
-        """Decode speech codes to float32 audio of shape ``(len(codes) * hop_length,)``.
+    async def decode(self, codes: Sequence[int], deadline: float | None = None) -> np.ndarray:
+        """Decode speech codes to float32 audio of shape ``(len(codes) * hop_length,)``, due at
+        ``deadline`` (``time.monotonic()`` seconds: when the listener runs out of audio; None: now).
 
         Raises ValueError for codes out of range, BatcherClosed (503) once ``close()`` has begun, BatchTimeout
         past ``timeout_s``. Cancelling the caller before its item is batched skips its computation.
@@ -135,7 +146,7 @@ class CodecWorker:
         if low < 0 or high >= self._codebook_size:
             bad = low if low < 0 else high
             raise ValueError(f"speech code {bad} is out of range [0, {self._codebook_size - 1}]")
-        return await self.decoder_batcher.submit(window)
+        return await self.decoder_batcher.submit(window, deadline)
 
     async def encode(self, audio_16k: np.ndarray) -> list[int]:
         """Encode mono 16 kHz audio ``(S,)`` to ``S // 320`` speech codes in [0, codebook_size).

@@ -119,6 +119,10 @@ class ModelFamily(Protocol):
         """Readiness of each part, by name."""
         ...
 
+    def details(self) -> dict[str, object]:
+        """What the family chose at startup and why (for ``/ready``), e.g. its codec's precision."""
+        ...
+
     async def plan(self, job: SpeechJob) -> Utterance:
         """Check ``job`` and prepare it; raises APIError for anything known before the first byte."""
         ...

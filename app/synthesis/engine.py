@@ -128,6 +128,16 @@ class Engine:
         if self.normalizer.llm is not None:
             await self.normalizer.llm.close()
 
+    def details(self) -> dict[str, object]:
+        """The families' startup choices: the default family's as they are, the others' under their name."""
+        details: dict[str, object] = {}
+        for family in self.families:
+            if family is self.default:
+                details.update(family.details())
+            elif family.details():
+                details[family.name] = family.details()
+        return details
+
     async def ready(self) -> dict[str, bool]:
         """Readiness of each part of each family (``codec``, ``lm`` for the default one; others are
         prefixed with their family's name)."""

@@ -7,7 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from app.audio.stitcher import Stitcher, StitchSchedule
+from app.audio.stitcher import LAST_WINDOW_SLACK, Stitcher, StitchSchedule
+from tests.conftest import make_settings
 
 SPT = 480
 
@@ -39,8 +40,10 @@ class FakeDecoder:
         self.context = context
         self.spt = spt
         self.calls: list[list[int]] = []
+        self.deadlines: list[float | None] = []
 
-    async def __call__(self, codes: list[int]) -> np.ndarray:
+    async def __call__(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
+        self.deadlines.append(deadline)
         self.calls.append(list(codes))
         return self.decode_now(codes)
 
@@ -272,7 +275,7 @@ async def test_crossfade_blends_the_two_windows_with_a_raised_cosine() -> None:
     """Window 0 decodes to 0.0 everywhere, later windows to 1.0: the join is the ramp itself."""
     calls: list[list[int]] = []
 
-    async def decode(codes: list[int]) -> np.ndarray:
+    async def decode(codes: list[int], deadline: float | None = None) -> np.ndarray:
         calls.append(codes)
         return np.full(len(codes) * SPT, float(len(calls) > 1), np.float32)
 
@@ -286,7 +289,7 @@ async def test_crossfade_blends_the_two_windows_with_a_raised_cosine() -> None:
 
 
 async def test_wrong_decoder_output_is_an_error() -> None:
-    async def decode(codes: list[int]) -> np.ndarray:
+    async def decode(codes: list[int], deadline: float | None = None) -> np.ndarray:
         return np.zeros(len(codes) * SPT - 1, np.float32)
 
     stitcher = Stitcher(decode, StitchSchedule(2, 1.0, 2, 0, 0, 0))
@@ -315,8 +318,8 @@ def test_bucketed_decode_lengths_come_from_the_buckets(n: int) -> None:
     if plan:
         start, end, lo, stop = plan[-1]
         need = end - max(0, start - schedule.past_tokens)
-        fits = [b for b in BUCKETS if need <= b <= n]
-        assert stop - lo == (fits[0] if fits else need)  # the smallest bucket that fits, or no padding
+        fits = [b for b in BUCKETS if need <= b <= min(n, need * (1 + LAST_WINDOW_SLACK))]
+        assert stop - lo == (fits[0] if fits else need)  # the smallest bucket within the slack, or natural
     assert [e for _, e, _, _ in plan][-1:] == ([n] if n else [])
 
 
@@ -335,3 +338,52 @@ def test_bucketed_schedule_rounds_to_the_nearest_bucket() -> None:
 def test_bad_buckets_are_rejected(buckets: tuple) -> None:
     with pytest.raises(ValueError, match="buckets"):
         StitchSchedule(4, 2.0, 10, 2, 3, 288, buckets=buckets)
+
+
+# --- play-out deadlines, chunks as they are decoded, re-decoded codes (issue 17) -----------------------
+
+
+async def test_each_decode_gets_the_time_the_listener_runs_out_of_audio() -> None:
+    now = [100.0]
+    decoder = FakeDecoder(context=False)
+    schedule = StitchSchedule(4, 1.0, 4, 1, 2, 0)  # windows of 4 codes, 1 future, 2 past, no crossfade
+    stitcher = Stitcher(decoder, schedule, clock=lambda: now[0], sample_rate=SPT * 50)
+    assert await stitcher.push([1] * 5)  # window 0 needs 4 + 1 codes
+    now[0] = 100.5  # half a second later the next window is decodable
+    await stitcher.push([1] * 4)
+    await stitcher.flush()
+    # the first window is due now (None); the clock started when its 4 codes (80 ms) came out
+    assert decoder.deadlines == [None, pytest.approx(100.0 + 4 / 50), pytest.approx(100.0 + 8 / 50)]
+
+
+async def test_feed_yields_the_first_chunk_before_the_next_window_is_decoded() -> None:
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, StitchSchedule(4, 1.0, 4, 1, 2, 0))
+    chunks = stitcher.feed(list(range(1, 30)))  # many windows' worth at once, as an instant LM sends
+    first = await anext(chunks)
+    assert first.size == 4 * SPT and len(decoder.calls) == 1  # window 1 not decoded yet
+    rest = [chunk async for chunk in chunks]
+    assert len(rest) == 6 and len(decoder.calls) == 7  # windows end at 4, 8, ..., 28 (+1 future)
+
+
+def server_default_schedule(buckets: tuple[int, ...]) -> StitchSchedule:
+    s = make_settings()
+    return StitchSchedule.from_seconds(
+        s.DEFAULT_PLAYBACK_SPEED,
+        s.DEFAULT_PLAYBACK_OVERLAP_SPEED,
+        s.STREAM_CHUNK_GROWTH,
+        s.STREAM_MAX_CHUNK_S,
+        s.STREAM_PAST_CONTEXT_S,
+        s.CROSSFADE_MS,
+        buckets=buckets,
+    )
+
+
+@pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["cpu", "accelerator"])
+@pytest.mark.parametrize("seconds", [3, 5, 10, 20])
+def test_the_default_schedule_decodes_at_most_1_2_codes_per_code_emitted(
+    buckets: tuple[int, ...], seconds: int
+) -> None:
+    n = seconds * 50
+    plan = server_default_schedule(buckets).plan(n)
+    assert sum(stop - lo for _, _, lo, stop in plan) <= 1.2 * n

@@ -87,7 +87,7 @@ async def test_a_lone_request_waits_no_longer_than_the_window(recorder: Recorder
         started = time.monotonic()
         assert await batcher.submit(3) == 30
         assert time.monotonic() - started < window + 0.5
-        assert batcher.stats.waits_s[-1] <= window + 0.5
+        assert batcher.stats.waits_s.last <= window + 0.5
     finally:
         await batcher.close()
 
@@ -276,7 +276,8 @@ async def test_batched_decodes_equal_unbatched_decodes(tiny_decoder: NeuCodecDec
     rng = random.Random(7)
     lengths = [rng.choice([5, 8, 8, 13, 13, 13, 21]) for _ in range(40)]
     windows = [[rng.randrange(65536) for _ in range(n)] for n in lengths]
-    worker = CodecWorker(tiny_decoder, "cpu", options=CodecOptions(window_s=0.05, max_batch=16))
+    options = CodecOptions(window_s=0.05, max_batch=16, batching="on")  # batching is off on a CPU by default
+    worker = CodecWorker(tiny_decoder, "cpu", options=options)
     worker.start()
     try:
         results = await asyncio.gather(*(worker.decode(w) for w in windows))
@@ -300,7 +301,7 @@ async def test_bf16_batched_decodes_stay_within_30_db_of_fp32() -> None:
     bf16 = random_decoder(NeuCodecConfig.official()).cast(torch.bfloat16)
     rng = random.Random(3)
     windows = [[rng.randrange(65536) for _ in range(rng.choice([64, 96]))] for _ in range(6)]
-    worker = CodecWorker(bf16, "cpu", options=CodecOptions(window_s=0.05))
+    worker = CodecWorker(bf16, "cpu", options=CodecOptions(window_s=0.05, batching="on"))
     worker.start()
     try:
         results = await asyncio.gather(*(worker.decode(w) for w in windows))
@@ -320,7 +321,7 @@ async def test_torch_compile_path_decodes_like_eager(tiny_decoder: NeuCodecDecod
     """TORCH_COMPILE=true on a CPU (inductor, one dynamic-shape graph): batched, compiled decodes equal
     the eager lone decodes. Compiling takes tens of seconds cold."""
     # compiling takes tens of seconds cold, minutes on a loaded machine: no batch timeout can fire first
-    options = CodecOptions(compile=True, window_s=0.05, timeout_s=600)
+    options = CodecOptions(compile=True, window_s=0.05, timeout_s=600, batching="on")
     worker = CodecWorker(tiny_decoder, "cpu", options=options)
     windows = [[(i * 7919 + n) % 65536 for i in range(n)] for n in (16, 16, 24)]
     worker.start()

@@ -8,7 +8,7 @@ import torch
 from pydantic import ValidationError
 
 from app.codec.neucodec.decoder import NeuCodecDecoder
-from app.families.neucodec.family import codec_options, cpu_has_bf16_matmul
+from app.families.neucodec.family import codec_options
 from app.tools.fixtures.codec import random_decoder
 from tests.conftest import make_settings
 
@@ -50,10 +50,3 @@ def test_cast_converts_weights_but_keeps_buffers_and_output_float32() -> None:
     assert {b.dtype for b in decoder.buffers() if b.is_floating_point()} == {torch.float32}
     with torch.inference_mode():
         assert decoder(torch.tensor([[1, 2, 3, 4]])).dtype == torch.float32
-
-
-@pytest.mark.parametrize(("amx", "avx512_bf16", "expected"), [(False, False, False), (True, False, True)])
-def test_bf16_probe(monkeypatch: pytest.MonkeyPatch, amx: bool, avx512_bf16: bool, expected: bool) -> None:
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
-    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
-    assert cpu_has_bf16_matmul() is expected

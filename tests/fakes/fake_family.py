@@ -85,6 +85,9 @@ class ToneFamily:
     async def ready(self) -> dict[str, bool]:
         return {"tone": self.started}
 
+    def details(self) -> dict[str, object]:
+        return {"waveform": "sine"}
+
     async def plan(self, job: SpeechJob) -> ToneUtterance:
         if "forbidden" in job.text:
             raise InvalidRequest("this family will not say that", param="input")

@@ -38,6 +38,7 @@ from app.observability.startup import startup_step
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
+    from app.codec.precision import CodecPrecision
     from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
     from app.codec.worker import CodecOptions, CodecWorker
 
@@ -89,15 +90,6 @@ def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | Non
     return FileSharedCodes(directory, settings.REFERENCE_CACHE_SIZE)
 
 
-def cpu_has_bf16_matmul() -> bool:
-    """True when this CPU has bf16 matrix instructions (AMX tiles or AVX-512-BF16), which is what makes
-    a bf16 decoder faster than float32 on a CPU (torch's own probes; False if it has none)."""
-    import torch
-
-    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
-
-
 def codec_options(settings: Settings) -> CodecOptions:
     """The codec batcher's settings (batching window and size, timeouts, graphs, compile)."""
     from app.codec.worker import CodecOptions
@@ -112,6 +104,8 @@ def codec_options(settings: Settings) -> CodecOptions:
         graph_lengths=tuple(settings.CODEC_BUCKETS) if settings.CUDA_GRAPH_WARMUP else (),
         max_graphs=settings.CUDA_GRAPH_MAX,
         compile=settings.TORCH_COMPILE,
+        batching=settings.CODEC_BATCHING,
+        deadlines=settings.CODEC_SCHEDULING == "deadline",
     )
 
 
@@ -223,6 +217,7 @@ class NeuCodecFamily:
         self.interleave = interleave
         self.metrics = metrics
         self.codec: CodecWorker | None = None
+        self.codec_precision: CodecPrecision | None = None  # what CODEC_DTYPE=auto chose, and why
 
     def model_ids(self) -> Sequence[str]:
         return (self.settings.MODEL_NAME,)
@@ -233,6 +228,7 @@ class NeuCodecFamily:
         import torch
 
         from app.codec.neucodec.loading import load_decoder, load_encoder
+        from app.codec.precision import choose_precision
         from app.codec.worker import CodecWorker
         from app.core.device import resolve_device
         from app.observability import tracing
@@ -242,17 +238,24 @@ class NeuCodecFamily:
             device = resolve_device(s.DEVICE)
         if device.type == "cpu" and s.CODEC_THREADS:
             torch.set_num_threads(s.CODEC_THREADS)
-        log.info("loading codec %s on %s (%s)", s.CODEC_MODEL, device, s.CODEC_DTYPE)
+        precision = choose_precision(s.CODEC_DTYPE, device.type, tf32=s.CODEC_TF32)
+        self.codec_precision = precision
+        level = logging.WARNING if precision.slow else logging.INFO
+        log.log(
+            level,
+            "loading codec %s on %s, precision %s: %s",
+            s.CODEC_MODEL,
+            device,
+            precision.dtype,
+            precision.reason,
+        )
         async with startup_step("CODEC_MODEL", s.CODEC_MODEL, "codec decoder"):
             decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
-        if s.CODEC_DTYPE != "float32":
-            decoder.cast(getattr(torch, s.CODEC_DTYPE))
-            if device.type == "cpu" and not cpu_has_bf16_matmul():
-                log.warning(
-                    "CODEC_DTYPE=%s on a CPU without AMX or AVX-512-BF16: expect the decoder to be many "
-                    "times slower than float32 (see README, Benchmarks)",
-                    s.CODEC_DTYPE,
-                )
+        if precision.dtype != "float32":
+            decoder.cast(precision.torch_dtype)
+        if precision.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         encoder = None
         if s.VC_ENABLED:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
@@ -286,6 +289,10 @@ class NeuCodecFamily:
         if self.codec is not None:
             await self.codec.close()
             self.codec = None
+
+    def details(self) -> dict[str, object]:
+        """The codec's precision: what CODEC_DTYPE chose, and why."""
+        return {"codec": self.codec_precision.detail()} if self.codec_precision is not None else {}
 
     async def ready(self) -> dict[str, bool]:
         """Codec worker running, LM source able to start a generation."""

@@ -5,6 +5,7 @@ Server-independent: the speech route, benchmarks and tests drive it the same way
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
@@ -16,7 +17,7 @@ from app.core.stats import UtteranceStats
 from app.lm.types import GenerationParams, TokenSource
 from app.observability.tracing import span
 
-Decode = Callable[[list[int]], Awaitable[np.ndarray]]
+Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]  # codes, play-out deadline
 
 
 class _ObservedDecode:
@@ -27,14 +28,14 @@ class _ObservedDecode:
         self.stats = stats
         self.last = False  # set before the stitcher's flush: its decode is the last window
 
-    async def __call__(self, codes: list[int]) -> np.ndarray:
+    async def __call__(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
         index = self.stats.decodes
         self.stats.decodes += 1
         attributes = {"chunk.index": index, "chunk.decode_tokens": len(codes), "chunk.is_last": self.last}
         with span("tts.chunk", attributes) as chunk:
             with span("codec.decode", {"codec.tokens": len(codes)}):
                 started = time.perf_counter()
-                audio = await self.decode(codes)
+                audio = await self.decode(codes, deadline)
                 self.stats.decode_wait_s += time.perf_counter() - started
             chunk.set({"chunk.samples": len(audio)})
         return audio
@@ -67,9 +68,10 @@ async def synthesize(
                 break
             stats.codes += len(codes)
             stats.tokens += codes
-            for chunk in await stitcher.push(codes):
-                stats.samples += chunk.size
-                yield chunk
+            async with contextlib.aclosing(stitcher.feed(codes)) as chunks:  # each as soon as decoded
+                async for chunk in chunks:
+                    stats.samples += chunk.size
+                    yield chunk
         stats.finish_reason = stream.finish_reason
         observed.last = True
         for chunk in await stitcher.flush():
