@@ -262,6 +262,19 @@ class Settings(BaseSettings):
     )
     LOG_FORMAT: Literal["json", "text"] = Field("json", description="Log lines as JSON or plain text.")
 
+    # --- MOSS codec (issue 14: MOSS-Audio-Tokenizer for the MOSS-TTS-Realtime family) ----------------
+    MOSS_CODEC_MODEL: str = Field(
+        "OpenMOSS-Team/MOSS-Audio-Tokenizer",
+        description="MOSS-Audio-Tokenizer checkpoint: Hugging Face id or local directory (official layout).",
+    )
+    MOSS_CODEC_MAX_STREAMS: int = Field(
+        16, ge=1, le=1024, description="Most MOSS codec streams open at once (~180 MB of fp32 state each)."
+    )
+    MOSS_VOICE_PROMPTS: bool = Field(
+        True,
+        description="Load the MOSS codec encoder (887M parameters) for voice prompts; false = decode only.",
+    )
+
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod
     def _lower_log_level(cls, value: object) -> object:

@@ -100,9 +100,9 @@ class MossAudioCodec(nn.Module):
         """
         if len({id(s) for s in states}) != len(states):
             raise ValueError("a stream appears twice in one decode step")
-        for state in states:
-            if state.caches is None:
-                raise ValueError("decode_step on a released stream state")
+        caches = [state.caches for state in states]  # read once: a stream may be closed meanwhile
+        if any(c is None for c in caches):
+            raise ValueError("decode_step on a released stream state")
         for chunk in chunks:
             self._check_codes(chunk[None])
         outputs: list[list[torch.Tensor]] = [[] for _ in chunks]
@@ -112,7 +112,7 @@ class MossAudioCodec(nn.Module):
             if not active:
                 break
             parts = [chunks[b][done : done + MAX_STEP_FRAMES] for b in active]
-            audio = self._decode_rows(parts, [states[b].caches for b in active])  # type: ignore[misc]
+            audio = self._decode_rows(parts, [caches[b] for b in active])  # type: ignore[misc]
             sizes = [p.shape[0] * self.samples_per_frame for p in parts]
             for b, piece in zip(active, audio.split(sizes), strict=True):
                 outputs[b].append(piece)
