@@ -274,6 +274,10 @@ class Settings(BaseSettings):
         True,
         description="Load the MOSS codec encoder (887M parameters) for voice prompts; false = decode only.",
     )
+    MOSS_CODEC_DTYPE: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="MOSS codec transformers and stream state; bf16: 33.9 dB SNR vs fp32 (quantizer stays fp32).",
+    )
 
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod

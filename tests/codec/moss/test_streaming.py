@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import random
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -119,3 +120,19 @@ def test_a_stream_may_not_appear_twice_in_a_step(tiny_moss: MossAudioCodec) -> N
     state = tiny_moss.new_state()
     with pytest.raises(ValueError, match="twice"):
         tiny_moss.decode_step([_codes(1, 0), _codes(1, 1)], [state, state])
+
+
+def test_bfloat16_decoder_streams_close_to_float32(tiny_moss_dir: Path, tiny_moss: MossAudioCodec) -> None:
+    from app.codec.moss.loading import load_codec
+
+    low = load_codec(str(tiny_moss_dir), with_encoder=False, dtype=torch.bfloat16)
+    assert low.quantizer.quantizers[0].codebook.weight.dtype == torch.float32  # the quantizer stays fp32
+    state = low.new_state()
+    assert state.caches[0].kv.dtype == torch.bfloat16  # type: ignore[index]
+    assert state.nbytes * 2 == tiny_moss.new_state().nbytes
+    codes = _codes(20, seed=11)
+    reference = tiny_moss.decode(codes)
+    streamed = _streamed(low, codes, [3] * 6 + [2])
+    assert streamed.dtype == torch.float32
+    snr = 10 * torch.log10(reference.pow(2).mean() / (streamed - reference).pow(2).mean())
+    assert snr > 30, snr
