@@ -276,7 +276,7 @@ class Settings(BaseSettings):
     )
     MOSS_CODEC_DTYPE: Literal["float32", "bfloat16"] = Field(
         "float32",
-        description="MOSS codec transformers and stream state; bf16: 33.9 dB SNR vs fp32 (quantizer stays fp32).",
+        description="MOSS codec transformers and stream state (bf16: 33.9 dB SNR vs fp32; quantizer fp32).",
     )
 
     @field_validator("LOG_LEVEL", mode="before")
