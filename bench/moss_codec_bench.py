@@ -11,7 +11,9 @@ device's worker thread). Two variants in the same run, stream count by stream co
 - ``one_at_a_time``: ``max_batch=1``: every chunk is its own forward (upstream decodes one stream at a time);
 - ``batched``: the chunks of all streams waiting together run as one forward (each stream a row).
 
-Throughput is audio seconds emitted per wall second (all streams together). First-chunk latency: a fresh
+Throughput is audio seconds emitted per wall second (all streams together). ``lockstep``: the codec
+alone, N streams stepping together in one call a step (every stream a row) against the same steps one
+stream at a time: the batching ceiling, free of the batcher's scheduling. First-chunk latency: a fresh
 stream's first chunk of 1 and of 3 frames, alone, median of ``--repeats``. Encode: one 10 s clip of noise
 to 16 codebooks, median of ``--repeats``. State: bytes of one stream's decoder rings. Precision: the
 decoder cast to bfloat16 (quantizer in float32) against float32 on the same codes, SNR in dB; the option
@@ -46,6 +48,7 @@ from app.tools.fixtures.moss_codec import TINY_MOSS_CONFIG, random_codec
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 NQ = 16
+PARTS = "service,lockstep,latency,encode,bf16"
 
 
 def cpu_model() -> str:
@@ -106,6 +109,42 @@ async def decode_throughput(
     }
 
 
+def lockstep_throughput(
+    codec: MossAudioCodec, n_streams: int, args: argparse.Namespace
+) -> list[dict[str, object]]:
+    """The codec alone (no batcher): N streams stepping together, one call per step with every stream a
+    row, against the same steps made one stream at a time; audio seconds per wall second of each."""
+    frames = round(args.seconds * codec.config.frame_rate)
+    codes = [torch.from_numpy(_codes(frames, seed=i)).to(codec.device) for i in range(n_streams)]
+    rows = []
+    for batched in (False, True):
+        states = [codec.new_state() for _ in range(n_streams)]
+        codec.decode_step([codes[0][: args.chunk]], [codec.new_state()])  # warmup
+        started = time.perf_counter()
+        for start in range(0, frames, args.chunk):
+            chunks = [c[start : start + args.chunk] for c in codes]
+            if batched:
+                codec.decode_step(chunks, states)
+            else:
+                for chunk, state in zip(chunks, states, strict=True):
+                    codec.decode_step([chunk], [state])
+        wall = time.perf_counter() - started
+        audio_s = n_streams * frames / codec.config.frame_rate
+        rows.append(
+            {
+                "variant": "lockstep_batched" if batched else "lockstep_one_at_a_time",
+                "streams": n_streams,
+                "chunk_frames": args.chunk,
+                "audio_s": round(audio_s, 2),
+                "wall_s": round(wall, 2),
+                "audio_s_per_s": round(audio_s / wall, 3),
+            }
+        )
+        for state in states:
+            state.release()
+    return rows
+
+
 def first_chunk_latency(codec: MossAudioCodec, frames: int, repeats: int) -> float:
     """Median seconds from a fresh stream's first chunk of ``frames`` frames to its audio."""
     times = []
@@ -161,15 +200,15 @@ def bf16_snr(codec: MossAudioCodec, frames: int) -> dict[str, float]:
 
 def table(report: dict[str, object]) -> str:
     lines = [f"MOSS codec on {report['device']} ({report['cpu']}, {report['torch_threads']} torch threads)"]
-    lines.append(f"{'variant':<15}{'streams':>8}{'audio s/s':>11}{'wall s':>9}{'step s':>9}  batch sizes")
+    lines.append(f"{'variant':<24}{'streams':>8}{'audio s/s':>11}{'wall s':>9}{'step s':>9}  batch sizes")
     for row in report["decode"]:  # type: ignore[attr-defined]
         lines.append(
-            f"{row['variant']:<15}{row['streams']:>8}{row['audio_s_per_s']:>11}{row['wall_s']:>9}"
-            f"{row['median_step_s']:>9}  {row['batch_sizes']}"
+            f"{row['variant']:<24}{row['streams']:>8}{row['audio_s_per_s']:>11}{row['wall_s']:>9}"
+            f"{row.get('median_step_s', '-'):>9}  {row.get('batch_sizes', '-')}"
         )
-    lines.append(f"first chunk latency (s): {report['first_chunk_s']}")
-    lines.append(f"encode: {report['encode']}")
-    lines.append(f"state per stream: {report['state_mb_per_stream']} MB; bf16: {report['bf16']}")
+    for key in ("first_chunk_s", "encode", "state_mb_per_stream", "bf16"):
+        if key in report:
+            lines.append(f"{key}: {report[key]}")
     return "\n".join(lines)
 
 
@@ -186,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--encode-s", type=float, default=10.0, help="encoded clip length")
     parser.add_argument("--snr-frames", type=int, default=25, help="frames of the bf16 comparison")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--parts", default=PARTS, help=f"comma-separated, of {PARTS}")
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
     device = resolve_device(args.device)
@@ -195,19 +235,22 @@ def main(argv: list[str] | None = None) -> None:
         kind = f"checkpoint {args.codec_dir}"
     else:
         config = TINY_MOSS_CONFIG if args.tiny else MossCodecConfig.official()
-        codec = random_codec(config, seed=0).to(device)
+        codec = random_codec(config, seed=0, with_encoder="encode" in args.parts).to(device)
         kind = "tiny random" if args.tiny else "official-size random (seed 0)"
     built_s = time.perf_counter() - started
     state = codec.new_state()
     state_mb = state.nbytes / 1e6
     state.release()
-    decode_rows = []
+    parts = set(args.parts.split(","))
+    decode_rows: list[dict[str, object]] = []
     for n in [int(x) for x in args.streams.split(",")]:
-        for batched in (False, True):
-            if n == 1 and batched:
-                continue  # one stream: nothing to batch
-            decode_rows.append(asyncio.run(decode_throughput(codec, device, n, batched, args)))
-            print(json.dumps(decode_rows[-1]), file=sys.stderr)
+        if "service" in parts:
+            for batched in (False, True) if n > 1 else (False,):  # one stream: nothing to batch
+                decode_rows.append(asyncio.run(decode_throughput(codec, device, n, batched, args)))
+                print(json.dumps(decode_rows[-1]), file=sys.stderr)
+        if "lockstep" in parts and n > 1:
+            decode_rows.extend(lockstep_throughput(codec, n, args))
+            print(json.dumps(decode_rows[-2:]), file=sys.stderr)
     report: dict[str, object] = {
         "bench": "moss_codec",
         "codec": kind,
@@ -219,13 +262,16 @@ def main(argv: list[str] | None = None) -> None:
         "build_s": round(built_s, 1),
         "codebooks": NQ,
         "decode": decode_rows,
-        "first_chunk_s": {
-            f"{frames}_frame": round(first_chunk_latency(codec, frames, args.repeats), 3) for frames in (1, 3)
-        },
-        "encode": encode_speed(codec, args.encode_s, args.repeats),
         "state_mb_per_stream": round(state_mb, 1),
-        "bf16": bf16_snr(codec, args.snr_frames),
     }
+    if "latency" in parts:
+        report["first_chunk_s"] = {
+            f"{frames}_frame": round(first_chunk_latency(codec, frames, args.repeats), 3) for frames in (1, 3)
+        }
+    if "encode" in parts:
+        report["encode"] = encode_speed(codec, args.encode_s, args.repeats)
+    if "bf16" in parts:
+        report["bf16"] = bf16_snr(codec, args.snr_frames)
     report["elapsed_s"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report))
     print(table(report), file=sys.stderr)

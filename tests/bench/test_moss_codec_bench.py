@@ -38,7 +38,13 @@ def test_tiny_run_reports_every_measurement(capsys: pytest.CaptureFixture[str]) 
     )
     report = json.loads(capsys.readouterr().out)
     rows = {(row["variant"], row["streams"]): row for row in report["decode"]}
-    assert set(rows) == {("one_at_a_time", 1), ("one_at_a_time", 3), ("batched", 3)}
+    assert set(rows) == {
+        ("one_at_a_time", 1),
+        ("one_at_a_time", 3),
+        ("batched", 3),
+        ("lockstep_one_at_a_time", 3),
+        ("lockstep_batched", 3),
+    }
     assert rows[("one_at_a_time", 3)]["batch_sizes"] == {"1": 3 * 2}  # 6 frames in 3-frame chunks, 3 streams
     for row in rows.values():
         assert row["audio_s"] == pytest.approx(row["streams"] * 6 * 0.08)
