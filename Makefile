@@ -12,7 +12,7 @@ FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
-	bench-demo bench-soak bench-server-speed gradio clean
+	bench-demo bench-soak bench-server-speed bench-moss-codec gradio clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ lint: install
 
 bench-codec: install
 	$(PY) -m bench.codec_bench --out codec_cpu.json
+
+## bench-moss-codec: the MOSS codec on full-size random weights (~9 GB of RAM; CPU by default)
+bench-moss-codec: install
+	$(PY) -m bench.moss_codec_bench --out moss_codec_cpu.json
 
 bench-stitch: install
 	$(PY) -m bench.stitch_bench --out stitch_cpu.json

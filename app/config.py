@@ -182,6 +182,23 @@ class CodecSettings(BaseSettings):
         "deadline", description="Decode order: earliest play-out deadline first, or first come first served."
     )
 
+    # --- MOSS codec (MOSS-Audio-Tokenizer, for the MOSS-TTS-Realtime family) ----------------------------
+    MOSS_CODEC_MODEL: str = Field(
+        "OpenMOSS-Team/MOSS-Audio-Tokenizer",
+        description="MOSS-Audio-Tokenizer checkpoint: Hugging Face id or local directory (official layout).",
+    )
+    MOSS_CODEC_MAX_STREAMS: int = Field(
+        16, ge=1, le=1024, description="Most MOSS codec streams open at once (~180 MB of fp32 state each)."
+    )
+    MOSS_VOICE_PROMPTS: bool = Field(
+        True,
+        description="Load the MOSS codec encoder (887M parameters) for voice prompts; false = decode only.",
+    )
+    MOSS_CODEC_DTYPE: Literal["float32", "bfloat16"] = Field(
+        "float32",
+        description="MOSS codec transformers and stream state (bf16: 33.9 dB SNR vs fp32; quantizer fp32).",
+    )
+
     # --- streaming stitcher -----------------------------------------------------------------------------
     DEFAULT_PLAYBACK_SPEED: float = Field(
         2.0, ge=0.02, le=60, description="First decode window in seconds (x50 tokens)."

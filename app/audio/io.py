@@ -41,14 +41,16 @@ class AsyncReadable(Protocol):
 
 @dataclass(frozen=True)
 class ReferenceAudio:
-    """A decoded reference: float32 mono samples at 16 kHz, shape (S,), and their SHA-256 (hex)."""
+    """A decoded reference: float32 mono samples at ``rate`` (16 kHz for NeuCodec, 24 kHz for the MOSS
+    codec), shape (S,), and their SHA-256 (hex), the cache key of their codes."""
 
     samples: np.ndarray
     digest: str
+    rate: int = REFERENCE_RATE
 
     @property
     def duration_s(self) -> float:
-        return self.samples.shape[0] / REFERENCE_RATE
+        return self.samples.shape[0] / self.rate
 
 
 async def read_limited(upload: AsyncReadable, limit: int, param: str) -> bytes:
@@ -190,24 +192,30 @@ def decode_audio(data: bytes, max_s: float, param: str, timeout_s: float) -> tup
 
 
 def load_reference(
-    data: bytes, *, min_s: float, max_s: float, param: str, timeout_s: float = DECODE_TIMEOUT_S
+    data: bytes,
+    *,
+    min_s: float,
+    max_s: float,
+    param: str,
+    timeout_s: float = DECODE_TIMEOUT_S,
+    rate: int = REFERENCE_RATE,
 ) -> ReferenceAudio:
-    """Uploaded bytes -> mono 16 kHz float32 within [min_s, max_s] seconds, decoded within
+    """Uploaded bytes -> mono float32 at ``rate`` within [min_s, max_s] seconds, decoded within
     ``timeout_s``. Raises InvalidRequest."""
     import soxr
 
-    frames, rate = decode_audio(data, max_s, param, timeout_s)
+    frames, source_rate = decode_audio(data, max_s, param, timeout_s)
     mono = frames.mean(axis=1, dtype=np.float32) if frames.shape[1] > 1 else frames[:, 0]
-    if mono.shape[0] < min_s * rate:
+    if mono.shape[0] < min_s * source_rate:
         raise InvalidRequest(
             f"{param}: the audio is shorter than {min_s:g} s", param=param, code="audio_too_short"
         )
-    if mono.shape[0] > max_s * rate:
+    if mono.shape[0] > max_s * source_rate:
         raise _too_long(param, max_s)
     if not np.isfinite(mono).all():
         raise InvalidRequest(
             f"{param}: the audio has NaN or infinite samples", param=param, code="invalid_audio"
         )
-    samples = mono if rate == REFERENCE_RATE else soxr.resample(mono, rate, REFERENCE_RATE, quality="HQ")
+    samples = mono if source_rate == rate else soxr.resample(mono, source_rate, rate, quality="HQ")
     samples = np.ascontiguousarray(samples, dtype=np.float32)
-    return ReferenceAudio(samples, hashlib.sha256(samples.tobytes()).hexdigest())
+    return ReferenceAudio(samples, hashlib.sha256(samples.tobytes()).hexdigest(), rate)

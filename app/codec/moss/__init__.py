@@ -1,0 +1,1 @@
+"""MOSS-Audio-Tokenizer: our causal streaming codec for the MOSS-TTS-Realtime family (official layout)."""
