@@ -9,10 +9,12 @@ constant time against every configured key, and are never logged.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import logging
 from pathlib import Path
 
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -62,6 +64,17 @@ class ApiKeys:
         return scheme.lower() == b"bearer" and bool(token) and matched
 
 
+def tenant_of(authorization: bytes) -> str:
+    """The tenant of an accepted ``Bearer <key>``: the first 16 hex digits of the key's SHA-256."""
+    token = authorization.partition(b" ")[2].strip()
+    return hashlib.sha256(token).hexdigest()[:16]
+
+
+def tenant(request: Request) -> str | None:
+    """The request's tenant (None when API keys are off: one shared namespace)."""
+    return getattr(request.state, "tenant", None)
+
+
 class AuthMiddleware:
     """401 with the OpenAI error body for a ``/v1`` request without a valid key."""
 
@@ -81,4 +94,6 @@ class AuthMiddleware:
             response = JSONResponse(error.body(), status_code=error.status, headers=error.headers)
             await response(scope, receive, send)
             return
+        if protected:  # the key's tenant: a name for it that never reveals it (request.state.tenant)
+            scope.setdefault("state", {})["tenant"] = tenant_of(dict(scope["headers"])[b"authorization"])
         await self.app(scope, receive, send)

@@ -13,10 +13,11 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel
 
+from app.api.auth import tenant
 from app.core import routes
 from app.core.constants import TOKENS_PER_SECOND
 from app.core.errors import InvalidRequest, Unavailable
-from app.interleave.ids import MAX_ID_CHARS
+from app.interleave.ids import MAX_ID_CHARS, scoped
 from app.interleave.service import Interleave
 from app.interleave.stores.base import StoreError
 from app.synthesis.engine import Engine
@@ -73,7 +74,7 @@ async def get_interleave(interleave_id: InterleaveId, request: Request) -> Inter
     interleave = _interleave(request)
     assert interleave.store is not None
     try:
-        history = await interleave.inspect(interleave_id)
+        history = await interleave.inspect(scoped(interleave_id, tenant(request)))
     except StoreError as exc:
         raise Unavailable(f"The interleave store is unavailable: {exc}") from exc
     s = interleave.settings
@@ -105,7 +106,7 @@ async def delete_interleave(interleave_id: InterleaveId, request: Request) -> De
     """Forget the id now (instead of after INTERLEAVE_TTL_S)."""
     interleave = _interleave(request)
     try:
-        deleted = await interleave.forget(interleave_id)
+        deleted = await interleave.forget(scoped(interleave_id, tenant(request)))
     except StoreError as exc:
         raise Unavailable(f"The interleave store is unavailable: {exc}") from exc
     return DeleteResult(interleave_id=interleave_id, deleted=deleted)

@@ -7,12 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
 
+from app.api.auth import tenant
 from app.api.schemas import SpeechRequest
 from app.api.streaming import audio_response
 from app.core import routes
 from app.core.stats import UtteranceStats
 from app.interleave.ids import HEADER as INTERLEAVE_HEADER
-from app.interleave.ids import interleave_id
+from app.interleave.ids import header_echo, interleave_id, scoped
 from app.observability.requests import request_record
 from app.synthesis.service import SpeechService
 
@@ -63,5 +64,8 @@ async def create_speech(
     record.voice, record.response_format = body.voice_name(), body.response_format
     record.stats = stats = UtteranceStats()
     conversation = interleave_id(body.interleave_id, request.headers.get(INTERLEAVE_HEADER))
-    synthesis = await service.speech(body, stats, conversation, request.is_disconnected)
+    store_id = None if conversation is None else scoped(conversation, tenant(request))
+    synthesis = await service.speech(body, stats, store_id, request.is_disconnected)
+    if conversation is not None and INTERLEAVE_HEADER in synthesis.headers:  # the client's id, unscoped
+        synthesis.headers[INTERLEAVE_HEADER] = header_echo(conversation)
     return await audio_response(synthesis, body)

@@ -37,6 +37,12 @@ def interleave_id(body: str | None, header: str | None) -> str | None:
     return body if body else header_id(header)
 
 
+def scoped(interleave_id: str, tenant: str | None) -> str:
+    """The id as the store knows it: in the namespace of ``tenant`` (one per API key) when keys are on,
+    so that one key can neither read nor overwrite nor delete another key's conversation."""
+    return interleave_id if tenant is None else f"{tenant}/{interleave_id}"
+
+
 def digest(interleave_id: str) -> str:
     """The store key of an id: SHA-256 of its UTF-8 bytes (lone surrogates kept), 64 hex characters."""
     return hashlib.sha256(interleave_id.encode("utf-8", "surrogatepass")).hexdigest()

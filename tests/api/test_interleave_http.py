@@ -303,3 +303,29 @@ async def test_without_fallback_the_short_turn_stands(
     assert response.headers["x-interleave-turns"] == "1"
     assert len(scripted_lm.prompts) == 2
     assert [t["tokens"] for t in turns] == [60, 3]
+
+
+async def test_with_api_keys_each_key_has_its_own_interleave_ids(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path
+) -> None:
+    """A guessable id (a room name) written with one key is invisible to another: it cannot be read,
+    continued or deleted with a different key."""
+    settings = interleave_settings(tiny_codec_dir, fake_vllm.url, tmp_path / "turns", API_KEYS="key-a,key-b")
+    a, b = ({"Authorization": f"Bearer {key}"} for key in ("key-a", "key-b"))
+
+    async def request(base: str, method: str, headers: dict[str, str]) -> httpx.Response:
+        async with httpx.AsyncClient(timeout=10) as client:
+            return await client.request(method, base + INTERLEAVE + "room", headers=headers)
+
+    async with serve(settings) as base:
+        first = await speak(base, body("Hello there.", interleave_id="room"), headers=a)
+        await speak(base, body("Hi.", interleave_id="room"), headers=b)  # B's own conversation "room"
+        seen_by_b = (await request(base, "GET", b)).json()["turns"]
+        deleted_by_b = (await request(base, "DELETE", b)).json()["deleted"]
+        seen_by_a = (await request(base, "GET", a)).json()["turns"]
+    assert first.status_code == 200 and first.headers["x-interleave-id"] == "room"  # the client's id
+    assert [turn["text"] for turn in seen_by_b] == ["Hi."]
+    assert deleted_by_b is True  # B's own history, not A's
+    assert [turn["text"] for turn in seen_by_a] == ["Hello there."]
+    prompts = [request.body["prompt"] for request in fake_vllm.requests]
+    assert "Hello there." not in prompts[1]  # B's turn was not prompted with A's history
