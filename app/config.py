@@ -154,22 +154,34 @@ class CodecSettings(BaseSettings):
         description="Decode window lengths in codes (context included), CSV or JSON; empty = natural.",
     )
     BATCH_WINDOW_MS: float = Field(
-        2.0, ge=0, le=100, description="How long the batcher gathers more windows after the first."
+        defaults.BATCH_WINDOW_MS,
+        ge=0,
+        le=100,
+        description="How long the batcher gathers more windows after the first.",
     )
-    MAX_BATCH_SIZE: int = Field(16, ge=1, le=256, description="Most windows decoded in one batch.")
+    MAX_BATCH_SIZE: int = Field(
+        defaults.MAX_BATCH_SIZE, ge=1, le=256, description="Most windows decoded in one batch."
+    )
     BATCH_TIMEOUT: float = Field(
-        60.0, gt=0, le=600, description="Longest wait of one decode or encode for the device (503 past it)."
+        defaults.BATCH_TIMEOUT_S,
+        gt=0,
+        le=600,
+        description="Longest wait of one decode or encode for the device (503 past it).",
     )
-    MAX_ENCODE_BATCH: int = Field(8, ge=1, le=64, description="Most reference clips encoded in one batch.")
+    MAX_ENCODE_BATCH: int = Field(
+        defaults.MAX_ENCODE_BATCH, ge=1, le=64, description="Most reference clips encoded in one batch."
+    )
     CUDA_GRAPHS: bool = Field(True, description="Replay the decoder as CUDA graphs (cuda only).")
     CUDA_GRAPH_BUCKETS: Annotated[list[int], NoDecode] = Field(
-        default_factory=lambda: [1, 2, 4, 8, 16],
+        default_factory=lambda: list(defaults.CUDA_GRAPH_BUCKETS),
         description="Batch sizes with a CUDA graph (CSV or JSON); a batch is padded up to the next one.",
     )
     CUDA_GRAPH_WARMUP: bool = Field(
         True, description="Capture every (graph batch size, bucket length) at startup, not on first use."
     )
-    CUDA_GRAPH_MAX: int = Field(96, ge=0, le=1024, description="Most CUDA graphs kept (startup + lazy).")
+    CUDA_GRAPH_MAX: int = Field(
+        defaults.CUDA_GRAPH_MAX, ge=0, le=1024, description="Most CUDA graphs kept (startup + lazy)."
+    )
     TORCH_COMPILE: bool = Field(
         False, description="torch.compile the decoder instead of CUDA graphs (inductor; also on CPU)."
     )

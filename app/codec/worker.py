@@ -24,6 +24,7 @@ from app.codec.graphs import GraphPool
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.encoder import MIN_SAMPLES, NeuCodecEncoder, frames_for
 from app.codec.runner import DecodeRunner, Forward, PreparedBatch
+from app.core import defaults
 from app.core.device import DeviceOps
 from app.core.errors import Unavailable
 
@@ -38,14 +39,14 @@ class EncoderUnavailable(Unavailable):
 class CodecOptions:
     """How the codec batches and runs; the Engine fills it from Settings (defaults: plain, eager)."""
 
-    window_s: float = 0.002  # BATCH_WINDOW_MS
-    max_batch: int = 16  # MAX_BATCH_SIZE
-    timeout_s: float = 60.0  # BATCH_TIMEOUT
-    max_encode_batch: int = 8  # MAX_ENCODE_BATCH
+    window_s: float = defaults.BATCH_WINDOW_MS / 1000  # BATCH_WINDOW_MS
+    max_batch: int = defaults.MAX_BATCH_SIZE  # MAX_BATCH_SIZE
+    timeout_s: float = defaults.BATCH_TIMEOUT_S  # BATCH_TIMEOUT
+    max_encode_batch: int = defaults.MAX_ENCODE_BATCH  # MAX_ENCODE_BATCH
     cuda_graphs: bool = False  # CUDA_GRAPHS (cuda only)
-    graph_batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16)  # CUDA_GRAPH_BUCKETS
+    graph_batch_sizes: tuple[int, ...] = defaults.CUDA_GRAPH_BUCKETS  # CUDA_GRAPH_BUCKETS
     graph_lengths: tuple[int, ...] = ()  # captured at startup with every batch size (CODEC_BUCKETS)
-    max_graphs: int = 64  # CUDA_GRAPH_MAX: startup and lazy captures together
+    max_graphs: int = defaults.CUDA_GRAPH_MAX  # CUDA_GRAPH_MAX: startup and lazy captures together
     compile: bool = False  # TORCH_COMPILE
     batching: str = "auto"  # CODEC_BATCHING: auto (on accelerators only) | on | off
     deadlines: bool = True  # CODEC_SCHEDULING: deadline (True) | fifo (False)

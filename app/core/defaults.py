@@ -20,3 +20,15 @@ MAX_PROMPT_CHARS = 2000
 """Longest accepted ``prompt`` (extra instructions of the llm normalizer)."""
 MAX_INTERLEAVE_ID_CHARS = 256
 """Longest accepted interleave id, in characters."""
+BATCH_WINDOW_MS = 2.0
+"""How long the codec batcher gathers more windows after the first."""
+MAX_BATCH_SIZE = 16
+"""Most decode windows in one codec batch."""
+BATCH_TIMEOUT_S = 60.0
+"""Longest wait of one decode or encode for the device."""
+MAX_ENCODE_BATCH = 8
+"""Most reference clips encoded in one batch."""
+CUDA_GRAPH_BUCKETS = (1, 2, 4, 8, 16)
+"""Batch sizes with a CUDA graph."""
+CUDA_GRAPH_MAX = 96
+"""Most CUDA graphs kept, startup and lazy captures together."""
