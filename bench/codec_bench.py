@@ -258,7 +258,7 @@ async def run(
         for engine in engines:
             rows.append(await measure(engine, decoders[engine.dtype], device, n, args))
             base = next(r for r in rows if r["engine"] == engines[0].name and r["streams"] == n)
-            rows[-1]["vs_first"] = round(rows[-1]["audio_s_per_s"] / base["audio_s_per_s"], 2)  # type: ignore[operator]
+            rows[-1]["vs_first"] = round(rows[-1]["audio_s_per_s"] / base["audio_s_per_s"], 2)
             print(f"  {n} stream(s) {engine.name}: {rows[-1]['audio_s_per_s']} audio s / s "
                   f"(x{rows[-1]['vs_first']})", file=sys.stderr)  # fmt: skip
     return decoders["float32"].config, rows, precision(decoders, device, args.seed)

@@ -201,7 +201,7 @@ def bf16_snr(codec: MossAudioCodec, frames: int) -> dict[str, float]:
 def table(report: dict[str, object]) -> str:
     lines = [f"MOSS codec on {report['device']} ({report['cpu']}, {report['torch_threads']} torch threads)"]
     lines.append(f"{'variant':<24}{'streams':>8}{'audio s/s':>11}{'wall s':>9}{'step s':>9}  batch sizes")
-    for row in report["decode"]:  # type: ignore[attr-defined]
+    for row in report["decode"]:
         lines.append(
             f"{row['variant']:<24}{row['streams']:>8}{row['audio_s_per_s']:>11}{row['wall_s']:>9}"
             f"{row.get('median_step_s', '-'):>9}  {row.get('batch_sizes', '-')}"

@@ -243,23 +243,23 @@ def score(outputs: list[str], cases: list[Case]) -> dict[str, object]:
             "digit_free": _rate(sum(bool(r["digit_free"]) for r in selected), len(selected)),
         }
 
-    by_language = {lang: summary([r for r in rows if r["case"].language == lang]) for lang in LANGUAGES}  # type: ignore[attr-defined]
-    by_entity = {kind: summary([r for r in rows if kind in r["case"].entities]) for kind in ENTITY_TYPES}  # type: ignore[attr-defined]
+    by_language = {lang: summary([r for r in rows if r["case"].language == lang]) for lang in LANGUAGES}
+    by_entity = {kind: summary([r for r in rows if kind in r["case"].entities]) for kind in ENTITY_TYPES}
     disagreements = [
         {
             "language": r["case"].language,
             "text": r["case"].text,
             "expected": r["case"].expected,
             "got": r["out"],
-        }  # type: ignore[attr-defined]
+        }
         for r in rows
         if not r["exact"]
     ]
     by_batch = {
         batch: {
-            "all": summary([r for r in rows if r["case"].batch == batch]),  # type: ignore[attr-defined]
+            "all": summary([r for r in rows if r["case"].batch == batch]),
             "by_language": {
-                lang: summary([r for r in rows if (r["case"].batch, r["case"].language) == (batch, lang)])  # type: ignore[attr-defined]
+                lang: summary([r for r in rows if (r["case"].batch, r["case"].language) == (batch, lang)])
                 for lang in LANGUAGES
             },
         }
@@ -327,7 +327,7 @@ def _pct(value: float) -> str:
 
 def table(result: dict[str, object]) -> str:
     """The per-language table (Markdown)."""
-    by_language: dict[str, dict[str, float]] = result["by_language"]  # type: ignore[assignment]
+    by_language: dict[str, dict[str, float]] = result["by_language"]
     lines = [
         "| Language | Sentences | Exact | Loose | Digit-free | Target (exact) |",
         "|---|---|---|---|---|---|",
@@ -337,7 +337,7 @@ def table(result: dict[str, object]) -> str:
         met = "met" if row["exact"] >= TARGETS[lang] else "MISSED"
         rates = " | ".join(_pct(row[key]) for key in ("exact", "loose", "digit_free"))
         lines.append(f"| {lang} | {row['n']} | {rates} | {_pct(TARGETS[lang])} {met} |")
-    total: dict[str, float] = result["all"]  # type: ignore[assignment]
+    total: dict[str, float] = result["all"]
     rates = " | ".join(_pct(total[key]) for key in ("exact", "loose", "digit_free"))
     lines.append(f"| **all** | {total['n']} | {rates} | |")
     return "\n".join(lines)
@@ -345,7 +345,7 @@ def table(result: dict[str, object]) -> str:
 
 def batch_table(result: dict[str, object]) -> str:
     """Exact agreement of each batch, per language (Markdown): "n/total" and the rate."""
-    by_batch: dict[str, dict[str, dict]] = result["by_batch"]  # type: ignore[assignment]
+    by_batch: dict[str, dict[str, dict]] = result["by_batch"]
     lines = ["| Batch | " + " | ".join(LANGUAGES) + " | all |", "|---|" + "---|" * (len(LANGUAGES) + 1)]
     for batch in BATCHES:
         cells = []
@@ -358,7 +358,7 @@ def batch_table(result: dict[str, object]) -> str:
 
 def entity_table(result: dict[str, object]) -> str:
     """Exact agreement per entity type (Markdown)."""
-    by_entity: dict[str, dict[str, float]] = result["by_entity"]  # type: ignore[assignment]
+    by_entity: dict[str, dict[str, float]] = result["by_entity"]
     lines = ["| Entity | Sentences | Exact | Loose |", "|---|---|---|---|"]
     for kind in ENTITY_TYPES:
         row = by_entity[kind]
@@ -393,7 +393,7 @@ DEBATABLE = {
 
 
 def disagreement_list(result: dict[str, object]) -> str:
-    found: list[dict[str, str]] = result["disagreements"]  # type: ignore[assignment]
+    found: list[dict[str, str]] = result["disagreements"]
     if not found:
         return "None: every sentence agrees exactly."
     lines = []
@@ -406,8 +406,8 @@ def disagreement_list(result: dict[str, object]) -> str:
 
 def report(spoken: dict[str, object], llm: dict[str, object] | None, header: str) -> str:
     """The whole ``bench/NORMALIZER.md``: the hand-written ``header`` and the measured numbers."""
-    speed: dict[str, float] = spoken["speed_us"]  # type: ignore[assignment]
-    detection: dict[str, float] = spoken["detection"]  # type: ignore[assignment]
+    speed: dict[str, float] = spoken["speed_us"]
+    detection: dict[str, float] = spoken["detection"]
     parts = [
         header.rstrip(),
         "## Results (spoken mode, language auto)\n",
@@ -415,8 +415,8 @@ def report(spoken: dict[str, object], llm: dict[str, object] | None, header: str
         f"{platform.python_version()}, {platform.machine()}.\n",
         table(spoken),
         "",
-        f"Plain sentences unchanged: {_pct(spoken['plain_unchanged'])} (byte-identical). "  # type: ignore[arg-type]
-        f"Idempotent: {_pct(spoken['idempotent'])} of outputs. "  # type: ignore[arg-type]
+        f"Plain sentences unchanged: {_pct(spoken['plain_unchanged'])} (byte-identical). "
+        f"Idempotent: {_pct(spoken['idempotent'])} of outputs. "
         "Language detection (sentences of one language): "
         + ", ".join(f"{lang} {_pct(v)}" for lang, v in detection.items())
         + ".\n",
@@ -454,13 +454,13 @@ def main(argv: list[str] | None = None) -> int:
     REPORT.write_text(report(spoken, llm, HEADER), encoding="utf-8")
     print(table(spoken))
     print("\nper batch (exact):\n" + batch_table(spoken))
-    speed: dict[str, float] = spoken["speed_us"]  # type: ignore[assignment]
+    speed: dict[str, float] = spoken["speed_us"]
     print(
         f"\nspeed: p50 {speed['p50']:.1f} µs, p95 {speed['p95']:.1f} µs per sentence "
         f"(reference loop {speed['reference_loop_us']:.1f} µs)"
     )
-    print(f"plain unchanged {_pct(spoken['plain_unchanged'])}, idempotent {_pct(spoken['idempotent'])}")  # type: ignore[arg-type]
-    print(f"{len(spoken['disagreements'])} disagreements, listed in {REPORT.relative_to(HERE.parent)}")  # type: ignore[arg-type]
+    print(f"plain unchanged {_pct(spoken['plain_unchanged'])}, idempotent {_pct(spoken['idempotent'])}")
+    print(f"{len(spoken['disagreements'])} disagreements, listed in {REPORT.relative_to(HERE.parent)}")
     if llm is not None:
         print("\nllm mode:\n" + table(llm))
     payload = {

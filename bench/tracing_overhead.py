@@ -85,7 +85,7 @@ class FakeStream:
             generation.end()
 
     async def aclose(self) -> None:
-        await self._deltas.aclose()  # type: ignore[attr-defined]
+        await self._deltas.aclose()
 
 
 class FakeSource:
@@ -124,7 +124,7 @@ async def one_request(source: FakeSource, schedule: StitchSchedule, params: Gene
 
 def traced_settings() -> Tracing:
     """An open gate with no exporter (processors are attached by the caller)."""
-    return Tracing.from_settings(Settings(_env_file=None, TRACING_SPANS_REQUIRE_EXPORTER=False))  # type: ignore[call-arg]
+    return Tracing.from_settings(Settings(_env_file=None, TRACING_SPANS_REQUIRE_EXPORTER=False))
 
 
 def mode_context(mode: str) -> tuple[AbstractContextManager[object], Callable[[], None]]:

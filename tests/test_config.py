@@ -21,7 +21,7 @@ def test_env_example_lists_exactly_the_settings() -> None:
 
 
 def test_env_example_values_are_the_defaults() -> None:
-    from_file = Settings(_env_file=ENV_EXAMPLE)  # type: ignore[call-arg]
+    from_file = Settings(_env_file=ENV_EXAMPLE)
     assert from_file.model_dump() == make_settings(VOICES_DIR="voices").model_dump()
 
 
@@ -43,15 +43,15 @@ def test_seed_defaults() -> None:
 def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPEAKERS", " anna , ben ")
     monkeypatch.setenv("DEFAULT_SPEAKER", "ben")
-    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    s = Settings(_env_file=None)
     assert s.SPEAKERS == ["anna", "ben"]
     # unset aliases: every OpenAI voice maps to a configured voice (the default when its own is absent)
     assert set(s.VOICE_ALIASES) == set(OPENAI_VOICES)
     assert set(s.VOICE_ALIASES.values()) == {"ben"}
     monkeypatch.setenv("VOICE_ALIASES", "alloy=anna, nova=ben")
-    assert Settings(_env_file=None).VOICE_ALIASES == {"alloy": "anna", "nova": "ben"}  # type: ignore[call-arg]
+    assert Settings(_env_file=None).VOICE_ALIASES == {"alloy": "anna", "nova": "ben"}
     monkeypatch.setenv("VOICE_ALIASES", '{"echo": "anna"}')
-    assert Settings(_env_file=None).VOICE_ALIASES == {"echo": "anna"}  # type: ignore[call-arg]
+    assert Settings(_env_file=None).VOICE_ALIASES == {"echo": "anna"}
 
 
 @pytest.mark.parametrize(

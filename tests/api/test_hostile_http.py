@@ -53,7 +53,7 @@ async def serve_as_main(settings: Settings, http: str = "auto") -> AsyncIterator
     (``http``: the HTTP/1.1 implementation under the header timeout, ``auto`` as in production)."""
     options = server_options(settings) | {"host": "127.0.0.1", "port": 0, "log_level": "warning"}
     if http != "auto":
-        options["http"] = header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S, http)  # type: ignore[arg-type]
+        options["http"] = header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S, http)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
     task = asyncio.create_task(server.serve())
     while not server.started:

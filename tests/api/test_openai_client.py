@@ -45,7 +45,7 @@ async def test_streaming_response_iterates_pcm(client: openai.AsyncOpenAI, fake_
 
 async def test_sdk_errors_carry_param_and_code(client: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
-        await client.audio.speech.create(model="tts-1", voice="nobody", input="x")  # type: ignore[arg-type]
+        await client.audio.speech.create(model="tts-1", voice="nobody", input="x")
     assert info.value.param == "voice"
     assert info.value.code == "voice_not_found"
     assert info.value.request_id

@@ -88,7 +88,7 @@ async def test_sse_events_carry_the_format_and_real_usage(
     done = events[-2]
     deltas = events[:-2]
     assert deltas and all(isinstance(e, dict) and e["type"] == "speech.audio.delta" for e in deltas)
-    audio = b"".join(base64.b64decode(e["audio"]) for e in deltas)  # type: ignore[index, arg-type]
+    audio = b"".join(base64.b64decode(e["audio"]) for e in deltas)
     expected = N_CODES * 480 / 24000
     assert abs(decoded_seconds(audio, fmt) - expected) <= FRAME_TOLERANCE_S[fmt] + 1e-9
     prompt = fake_vllm.requests[-1].body["prompt"]
@@ -111,10 +111,10 @@ async def test_sse_failure_after_audio_sends_one_error_event_and_no_done(
         response = await client.post(app_url + SPEECH, json=body(stream_format="sse"))
     assert response.status_code == 200
     events = parse_sse(response.content)
-    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1)  # type: ignore[index]
+    assert [e["type"] for e in events[:-1]] == ["speech.audio.delta"] * (len(events) - 1)
     error = events[-1]
     assert isinstance(error, dict) and error["type"] == "error"
-    assert error["error"]["type"] == "server_error" and error["error"]["message"]  # type: ignore[index]
+    assert error["error"]["type"] == "server_error" and error["error"]["message"]
 
 
 async def test_raw_stream_failure_after_audio_aborts_the_body(app_url: str, fake_vllm: FakeVLLM) -> None:

@@ -26,7 +26,7 @@ def body(**fields: object) -> dict[str, object]:
 
 async def post(url: str, payload: object, **kwargs: object) -> httpx.Response:
     async with httpx.AsyncClient(timeout=10) as client:
-        return await client.post(url + SPEECH, json=payload, **kwargs)  # type: ignore[arg-type]
+        return await client.post(url + SPEECH, json=payload, **kwargs)
 
 
 def assert_openai_error(response: httpx.Response, status: int, param: str | None = None) -> dict[str, object]:
@@ -168,7 +168,7 @@ async def test_client_disconnect_closes_the_backend_stream(app_url: str, fake_vl
     assert not fake_vllm.requests[-1].completed
     await asyncio.sleep(0.2)
     leftover = {t for t in asyncio.all_tasks() - tasks_before if not t.done()}
-    assert {t.get_coro().__qualname__ for t in leftover} <= {"Server.serve"}  # type: ignore[union-attr]
+    assert {t.get_coro().__qualname__ for t in leftover} <= {"Server.serve"}
 
 
 async def test_client_disconnect_before_first_audio_closes_the_backend(

@@ -58,7 +58,7 @@ def encode_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     async def counting(self: CodecWorker, audio_16k: np.ndarray) -> list[int]:
         calls.append(int(audio_16k.shape[0]))
-        return await original(self, audio_16k)  # type: ignore[misc]
+        return await original(self, audio_16k)
 
     monkeypatch.setattr(CodecWorker, "encode", counting)
     return calls
@@ -140,7 +140,7 @@ async def test_sse(vc_url: str, reference_wav: bytes) -> None:
     assert events[-1] == "[DONE]"
     done = events[-2]
     assert isinstance(done, dict) and done["type"] == "speech.audio.done"
-    assert done["usage"]["output_tokens"] == N_CODES  # type: ignore[index]
+    assert done["usage"]["output_tokens"] == N_CODES
     deltas = [e for e in events[:-2] if isinstance(e, dict)]
     assert deltas and all(e["type"] == "speech.audio.delta" for e in deltas)
 

@@ -50,7 +50,7 @@ def sockets_open() -> int:
 
 def refused(data: bytes) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as info:
-        load_reference(data, **LIMITS)  # type: ignore[arg-type]
+        load_reference(data, **LIMITS)
     assert (info.value.status, info.value.param, info.value.code) == (400, "audio_sample", "invalid_audio")
     return info.value
 
@@ -80,7 +80,7 @@ def test_an_sdp_file_opens_no_socket_and_is_refused_at_once() -> None:
 
 
 def test_an_ffconcat_playlist_reads_no_file_and_reveals_none(private_wav: bytes) -> None:
-    load_reference(private_wav, **LIMITS)  # type: ignore[arg-type] # the file itself is fine audio
+    load_reference(private_wav, **LIMITS)  # the file itself is fine audio
     existing = refused(b"ffconcat version 1.0\nfile private_recording.wav\n")
     missing = refused(b"ffconcat version 1.0\nfile no_such_recording.wav\n")
     assert existing.message == missing.message, "the answer must not tell which files exist"
@@ -155,7 +155,7 @@ def test_webm_opus_decodes() -> None:
                     sink.mux(packet)
         for packet in stream.encode(None):
             sink.mux(packet)
-    reference = load_reference(out.getvalue(), **LIMITS)  # type: ignore[arg-type]
+    reference = load_reference(out.getvalue(), **LIMITS)
     assert reference.duration_s == pytest.approx(2.0, abs=0.05)
 
 
@@ -165,6 +165,6 @@ def test_a_decode_that_passes_its_time_limit_frees_its_thread(fmt: str) -> None:
     data = long_wav if fmt == "wav" else transcode(long_wav, "m4a")
     started = time.perf_counter()
     with pytest.raises(InvalidRequest) as info:
-        load_reference(data, **LIMITS, timeout_s=0.001)  # type: ignore[arg-type]
+        load_reference(data, **LIMITS, timeout_s=0.001)
     assert info.value.code == "decode_timeout" and info.value.status == 400
     assert time.perf_counter() - started < 0.5

@@ -24,7 +24,7 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 def invalid(data: bytes, code: str, **limits: object) -> InvalidRequest:
     with pytest.raises(InvalidRequest) as info:
-        load_reference(data, **(LIMITS | limits))  # type: ignore[arg-type]
+        load_reference(data, **(LIMITS | limits))
     assert info.value.param == "reference_audio" and info.value.code == code
     return info.value
 
@@ -33,7 +33,7 @@ def test_wav_is_resampled_to_16k_mono(speech: bytes) -> None:
     import soundfile as sf
 
     original, rate = sf.read(io.BytesIO(speech), dtype="float32")
-    reference = load_reference(speech, **LIMITS)  # type: ignore[arg-type]
+    reference = load_reference(speech, **LIMITS)
     assert reference.samples.dtype == np.float32 and reference.samples.ndim == 1
     assert reference.samples.shape[0] == round(original.shape[0] * REFERENCE_RATE / rate)
     assert reference.duration_s == pytest.approx(original.shape[0] / rate, abs=1e-3)
@@ -42,8 +42,8 @@ def test_wav_is_resampled_to_16k_mono(speech: bytes) -> None:
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_compressed_formats_decode_to_the_same_speech(speech: bytes, fmt: str) -> None:
-    wav = load_reference(speech, **LIMITS)  # type: ignore[arg-type]
-    other = load_reference(transcode(speech, fmt), **LIMITS)  # type: ignore[arg-type]
+    wav = load_reference(speech, **LIMITS)
+    other = load_reference(transcode(speech, fmt), **LIMITS)
     # codec delay and padding move the ends by at most a few frames
     assert abs(other.samples.shape[0] - wav.samples.shape[0]) < 0.1 * REFERENCE_RATE
     rms = [float(np.sqrt(np.mean(x.samples**2))) for x in (wav, other)]
@@ -54,14 +54,14 @@ def test_stereo_is_downmixed_by_averaging() -> None:
     t = np.arange(2 * 16000) / 16000
     left = 0.5 * np.sin(2 * np.pi * 220 * t)
     stereo = np.stack([left, np.zeros_like(left)], axis=1)
-    reference = load_reference(wav_bytes(stereo, 16000), **LIMITS)  # type: ignore[arg-type]
+    reference = load_reference(wav_bytes(stereo, 16000), **LIMITS)
     np.testing.assert_allclose(reference.samples, left / 2, atol=1e-4)
 
 
 def test_digest_is_the_content_of_the_decoded_audio(speech: bytes) -> None:
-    a = load_reference(speech, **LIMITS)  # type: ignore[arg-type]
-    b = load_reference(speech, **LIMITS)  # type: ignore[arg-type]
-    c = load_reference(transcode(speech, "flac"), **LIMITS)  # type: ignore[arg-type]
+    a = load_reference(speech, **LIMITS)
+    b = load_reference(speech, **LIMITS)
+    c = load_reference(transcode(speech, "flac"), **LIMITS)
     assert a.digest == b.digest and len(a.digest) == 64
     assert c.digest == a.digest  # flac is lossless: same samples, same key
 

@@ -271,7 +271,7 @@ def test_soft_limit_curve() -> None:
 )
 def test_rejects_bad_settings(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
-        LoudnessNormalizer(**kwargs)  # type: ignore[arg-type]
+        LoudnessNormalizer(**kwargs)
 
 
 def test_push_after_flush_and_multichannel_rejected() -> None:

@@ -97,7 +97,7 @@ async def test_errors_are_counted_by_kind(demo_url: str, paced_vllm: FakeVLLM) -
     base = BenchConfig(url=demo_url, levels=(2,), requests=4, warmup=0, max_tokens=MAX_TOKENS)
 
     async def kinds(**changes: object) -> dict[str, int]:
-        config = BenchConfig(**(base.__dict__ | changes))  # type: ignore[arg-type]
+        config = BenchConfig(**(base.__dict__ | changes))
         report = await run_bench(config, log=lambda _message: None)
         return report["results"][0]["errors_by_kind"]
 

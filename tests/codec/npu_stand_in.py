@@ -81,14 +81,14 @@ class HostBackedNpu(DeviceOps):
         return host.clone()
 
     def used_on(self, tensor: torch.Tensor, stream: object) -> None:
-        self.npu.log.append(("used_on", stream.name))  # type: ignore[attr-defined]
+        self.npu.log.append(("used_on", stream.name))
 
 
 def install() -> FakeNpu:
     """What importing torch_npu does: a ``torch.npu`` module and the "npu" device name."""
     npu = FakeNpu()
     sys.modules["torch_npu"] = types.ModuleType("torch_npu")
-    torch.npu = npu  # type: ignore[attr-defined]
+    torch.npu = npu
     torch.utils.rename_privateuse1_backend("npu")
     return npu
 

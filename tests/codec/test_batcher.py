@@ -127,7 +127,7 @@ async def test_idle_batcher_uses_no_cpu(recorder: Recorder) -> None:
     batcher.start()
 
     def cpu_s() -> float:  # CPU time of the batcher's own two threads
-        return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in batcher._threads)  # type: ignore[arg-type]
+        return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in batcher._threads)
 
     try:
         await batcher.submit(1)

@@ -87,7 +87,7 @@ async def test_queued_encodes_run_in_batches_in_arrival_order(
     tiny_decoder: NeuCodecDecoder, tiny_encoder: NeuCodecEncoder
 ) -> None:
     gate = GatedEncoder(tiny_encoder)
-    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate, options=CodecOptions(max_encode_batch=2))  # type: ignore[arg-type]
+    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate, options=CodecOptions(max_encode_batch=2))
     codec.start()
     try:
         clips = [noise(1000 + 100 * i, i) for i in range(6)]
@@ -114,7 +114,7 @@ async def test_a_long_encode_does_not_hold_up_decodes(
     tiny_decoder: NeuCodecDecoder, tiny_encoder: NeuCodecEncoder
 ) -> None:
     gate = GatedEncoder(tiny_encoder)
-    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate)  # type: ignore[arg-type]
+    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate)
     codec.start()
     try:
         encoding = asyncio.create_task(codec.encode(noise(1000, 0)))
@@ -159,7 +159,7 @@ async def test_close_fails_queued_encodes(
     tiny_decoder: NeuCodecDecoder, tiny_encoder: NeuCodecEncoder
 ) -> None:
     gate = GatedEncoder(tiny_encoder)
-    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate)  # type: ignore[arg-type]
+    codec = CodecWorker(tiny_decoder, "cpu", encoder=gate)
     codec.start()
     running = asyncio.create_task(codec.encode(noise(1000, 0)))
     await asyncio.to_thread(gate.entered.wait, 10)

@@ -114,7 +114,7 @@ def test_hub_id_is_downloaded_with_only_the_files_we_read(
     assert isinstance(model, NeuCodecDecoder)
     assert len(calls) == 1
     assert calls[0]["repo_id"] == "neuphonic/neucodec"
-    assert sorted(calls[0]["allow_patterns"]) == sorted(  # type: ignore[arg-type]
+    assert sorted(calls[0]["allow_patterns"]) == sorted(
         ["model.safetensors", "pytorch_model.bin", CONFIG_FILENAME]
     )
 

@@ -43,4 +43,4 @@ def test_unknown_field_is_an_error(tmp_path: Path) -> None:
 )
 def test_invalid_sizes_are_rejected(fields: dict[str, object]) -> None:
     with pytest.raises(ValueError):
-        NeuCodecConfig(**fields)  # type: ignore[arg-type]
+        NeuCodecConfig(**fields)

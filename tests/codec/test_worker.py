@@ -58,7 +58,7 @@ async def worker(tiny_decoder: NeuCodecDecoder) -> AsyncIterator[CodecWorker]:
 
 async def _make_gated(tiny_decoder: NeuCodecDecoder) -> tuple[CodecWorker, GatedDecoder]:
     gate = GatedDecoder(tiny_decoder)
-    codec = CodecWorker(gate, "cpu")  # type: ignore[arg-type]
+    codec = CodecWorker(gate, "cpu")
     codec.start()
     return codec, gate
 

@@ -184,13 +184,13 @@ class _Source:
 
 async def test_the_counter_is_the_tokenizer_when_one_is_at_hand(tiny_lm_dir: Path) -> None:
     interleave = service()
-    await interleave.start(_Source(None))  # type: ignore[arg-type]
+    await interleave.start(_Source(None))
     assert interleave.count is estimate_tokens  # transformers backend without a tokenizer yet, http id
     local = service(LM_BACKEND="http", TTS_MODEL=str(tiny_lm_dir))
-    await local.start(_Source(None))  # type: ignore[arg-type]
+    await local.start(_Source(None))
     prompt = "<|im_start|>husein: hi<|speech_start|>"
     assert local.count(prompt) == 12 != estimate_tokens(prompt)  # the tiny tokenizer: a token per byte
     off = Interleave(make_settings(INTERLEAVE_STORE="off"), None)
-    await off.start(_Source(None))  # type: ignore[arg-type]
+    await off.start(_Source(None))
     assert not off.enabled
     await off.close()

@@ -150,7 +150,7 @@ async def test_hub_unreachable(tmp_path: Path) -> None:
     ],
 )
 async def test_misspelled_or_gated_hub_id(refusal: str, expected: str, tmp_path: Path) -> None:
-    hub = FakeHub(refusal)  # type: ignore[arg-type]
+    hub = FakeHub(refusal)
     await hub.start()
     try:
         env = server_env(tmp_path, CODEC_MODEL="someone/neucodek", HF_HUB_OFFLINE="0", HF_ENDPOINT=hub.url)

@@ -78,14 +78,14 @@ def test_byte_bars_report_the_furthest_with_percentage(progress_records: list[lo
     assert work.last_report > 0
     last = progress_records[-1]
     assert last.getMessage() == f"downloading a/b: 1.5 MB of 3.0 MB (50%), {last.message.split(', ')[-1]}"
-    assert (last.task, last.done, last.total, last.unit, last.percent) == (  # type: ignore[attr-defined]
+    assert (last.task, last.done, last.total, last.unit, last.percent) == (
         "downloading a/b",
         1_500_000,
         3_000_000,
         "B",
         50.0,
     )
-    assert all(r.task == "downloading a/b" for r in progress_records)  # type: ignore[attr-defined]
+    assert all(r.task == "downloading a/b" for r in progress_records)
 
 
 def test_transformers_bars_report_and_its_off_switch_is_kept(
@@ -172,7 +172,7 @@ async def test_startup_step_heartbeat_and_bars_from_its_threads(
     assert any(m.startswith("codec decoder (CODEC_MODEL=/m): ") and m.endswith(" s") for m in messages)
     assert messages[-2].startswith("codec decoder (CODEC_MODEL=/m): 10 B of 10 B (100%), ")
     assert messages[-1].startswith("codec decoder (CODEC_MODEL=/m): ready in ")
-    assert progress_records[-1].final  # type: ignore[attr-defined]
+    assert progress_records[-1].final
 
 
 async def test_startup_step_names_the_setting_of_a_failure() -> None:
@@ -190,7 +190,7 @@ def test_hub_download_reports_bytes_then_done(
 ) -> None:
     def fake_snapshot_download(**kwargs: object) -> str:
         bar_class = kwargs["tqdm_class"]
-        bar = bar_class(total=2_000_000, unit="B")  # type: ignore[operator]
+        bar = bar_class(total=2_000_000, unit="B")
         bar.update(2_000_000)
         bar.close()
         return str(tmp_path)

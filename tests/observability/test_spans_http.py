@@ -133,7 +133,7 @@ async def test_closed_gate_builds_no_spans_and_calls_no_tracer(
     def spy(name: str, original: object) -> object:
         def called(*args: object, **kwargs: object) -> object:
             calls.append(name)
-            return original(*args, **kwargs)  # type: ignore[operator]
+            return original(*args, **kwargs)
 
         return called
 

@@ -115,7 +115,7 @@ def test_anything_else_names_the_exception_and_the_debug_log() -> None:
 def test_invalid_settings_one_line_each() -> None:
     with pytest.raises(ValidationError) as invalid:
         make_settings(PORT="abc", LOG_FORMAT="xml")
-    lines = settings_problems(invalid.value.errors())  # type: ignore[arg-type]
+    lines = settings_problems(invalid.value.errors())
     assert len(lines) == 2
     assert lines[0].startswith("invalid setting: PORT='abc': ")
     assert lines[1] == "invalid setting: LOG_FORMAT='xml': Input should be 'auto', 'json' or 'text'"

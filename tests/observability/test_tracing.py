@@ -47,7 +47,7 @@ def test_helpers_are_shared_no_ops_without_a_bound_tracer() -> None:
     assert tracing.current_context() is None
     tracing.record_span("x", None, 1, 2)
 
-    async def chunks():  # type: ignore[no-untyped-def]
+    async def chunks():
         yield 1
 
     generator = chunks()

@@ -55,7 +55,7 @@ def slow_engine(codec_dir: Path, fake: FakeVLLM, turns: Path) -> Engine:
     settings = http_settings(codec_dir, fake.url, INTERLEAVE_STORE="shm", INTERLEAVE_STORE_DIR=str(turns))
     engine = Engine.from_settings(settings)
     assert engine.interleave.store is not None
-    engine.interleave.store = SlowAppends(engine.interleave.store, DELAY_S)  # type: ignore[assignment]
+    engine.interleave.store = SlowAppends(engine.interleave.store, DELAY_S)
     return engine
 
 

@@ -117,7 +117,7 @@ async def test_llm_skips_plain_text(fake: FakeOpenAI, llm: LLMNormalizer) -> Non
 )
 async def test_invalid_arguments_are_400s(kwargs: dict[str, str], param: str) -> None:
     with pytest.raises(InvalidRequest) as caught:
-        await TextNormalizer(None).normalize("text", **kwargs)  # type: ignore[arg-type]
+        await TextNormalizer(None).normalize("text", **kwargs)
     assert caught.value.param == param
 
 
@@ -149,8 +149,8 @@ async def test_long_texts_run_in_a_worker_thread(
     if function == "normalize_spoken":
         fake.script = ChatScript(status=500)  # the llm fails: the spoken fallback runs
     normalizer = TextNormalizer(llm, offload_chars=10)
-    await normalizer.normalize("RM5 short", mode, False, "auto", None, True)  # type: ignore[arg-type]
-    await normalizer.normalize("RM5 and a longer text", mode, False, "auto", None, True)  # type: ignore[arg-type]
+    await normalizer.normalize("RM5 short", mode, False, "auto", None, True)
+    await normalizer.normalize("RM5 and a longer text", mode, False, "auto", None, True)
     loop_thread = threading.get_ident()
     assert threads == [loop_thread, threads[1]]
     assert threads[1] != loop_thread

@@ -21,7 +21,7 @@ from tests.codec.npu_stand_in import HostBackedNpu, install
 async def check(npu: object) -> None:
     torch.set_num_threads(1)
     codec = random_codec()
-    ops = HostBackedNpu(resolve_device("npu:0"), npu)  # type: ignore[arg-type]
+    ops = HostBackedNpu(resolve_device("npu:0"), npu)
     assert ops.is_accelerator and ops.kind == "npu"
     service = MossCodecService(codec, ops, options=MossCodecOptions(window_s=0.05))
     service.start()
@@ -39,7 +39,7 @@ async def check(npu: object) -> None:
         expected = codec.decode(torch.from_numpy(c)).numpy()
         assert np.abs(np.concatenate([a, b]) - expected).max() <= 1e-5
     assert np.array_equal(prompt, codec.encode([torch.from_numpy(audio)], 16)[0].numpy())
-    assert npu.log.count(("set_device", "npu:0")) == 2  # type: ignore[attr-defined]  # 2 batchers, 1 worker thread each
+    assert npu.log.count(("set_device", "npu:0")) == 2  # 2 batchers, 1 worker thread each
 
 
 if __name__ == "__main__":

@@ -120,5 +120,5 @@ def test_hub_id_downloads_only_config_and_weights(
     codec = load_codec("OpenMOSS-Team/MOSS-Audio-Tokenizer", with_encoder=False)
     assert codec.encoder is None
     assert calls[0]["repo_id"] == "OpenMOSS-Team/MOSS-Audio-Tokenizer"
-    assert "config.json" in calls[0]["allow_patterns"]  # type: ignore[operator]
-    assert "*.safetensors" in calls[0]["allow_patterns"]  # type: ignore[operator]
+    assert "config.json" in calls[0]["allow_patterns"]
+    assert "*.safetensors" in calls[0]["allow_patterns"]

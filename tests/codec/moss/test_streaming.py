@@ -108,7 +108,7 @@ def test_state_size_and_release(tiny_moss: MossAudioCodec) -> None:
         expected += s.num_layers * 2 * s.num_heads * (s.context + rate * MAX_STEP_FRAMES - 1) * s.head_dim * 4
     assert state.nbytes == expected
     tiny_moss.decode_step([_codes(2, seed=1)], [state])
-    ring = weakref.ref(state.caches[0].kv)  # type: ignore[index]
+    ring = weakref.ref(state.caches[0].kv)
     state.release()
     gc.collect()
     assert state.released and state.nbytes == 0 and ring() is None
@@ -128,7 +128,7 @@ def test_bfloat16_decoder_streams_close_to_float32(tiny_moss_dir: Path, tiny_mos
     low = load_codec(str(tiny_moss_dir), with_encoder=False, dtype=torch.bfloat16)
     assert low.quantizer.quantizers[0].codebook.weight.dtype == torch.float32  # the quantizer stays fp32
     state = low.new_state()
-    assert state.caches[0].kv.dtype == torch.bfloat16  # type: ignore[index]
+    assert state.caches[0].kv.dtype == torch.bfloat16
     assert state.nbytes * 2 == tiny_moss.new_state().nbytes
     codes = _codes(20, seed=11)
     reference = tiny_moss.decode(codes)
