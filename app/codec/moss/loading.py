@@ -20,13 +20,13 @@ import torch
 
 from app.codec.moss.config import CONFIG_FILENAME, read_config
 from app.codec.moss.model import MossAudioCodec
+from app.codec.state_dicts import layout_problems
 
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_FILE = "pytorch_model.bin"
 HUB_PATTERNS = (CONFIG_FILENAME, "*.safetensors", SAFETENSORS_INDEX, "pytorch_model*.bin")
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_SHOWN_KEYS = 8
 _ALIASES = (
     (re.compile(r"\.weight_g$"), ".parametrizations.weight.original0"),
     (re.compile(r"\.weight_v$"), ".parametrizations.weight.original1"),
@@ -95,28 +95,9 @@ def read_state(directory: Path, keep: Callable[[str], bool]) -> dict[str, torch.
     return {canonical_key(k): v for k, v in loaded.items() if keep(canonical_key(k))}
 
 
-def _listing(keys: list[str]) -> str:
-    shown = ", ".join(keys[:_SHOWN_KEYS])
-    return shown + (f", ... ({len(keys)} in all)" if len(keys) > _SHOWN_KEYS else "")
-
-
 def check_layout(model: torch.nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
     """Raise CheckpointError naming the missing, unexpected and mis-shaped keys."""
-    expected = model.state_dict()
-    problems = []
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        problems.append(f"missing keys: {_listing(missing)}")
-    unexpected = sorted(set(state) - set(expected))
-    if unexpected:
-        problems.append(f"unexpected keys: {_listing(unexpected)}")
-    mismatched = [
-        f"{key} {tuple(state[key].shape)} != {tuple(expected[key].shape)}"
-        for key in sorted(set(state) & set(expected))
-        if state[key].shape != expected[key].shape
-    ]
-    if mismatched:
-        problems.append(f"wrong shapes (checkpoint != config): {_listing(mismatched)}")
+    problems = layout_problems(model, state)
     if problems:
         raise CheckpointError(
             f"MOSS codec checkpoint in {where} does not fit its config: " + "; ".join(problems)

@@ -25,6 +25,7 @@ from app.codec.neucodec.encoder_config import (
     NeuCodecEncoderConfig,
     read_encoder_config,
 )
+from app.codec.state_dicts import layout_problems
 from app.hub import download
 from app.observability.startup_errors import ModelSourceError
 
@@ -48,7 +49,6 @@ ENCODER_PREFIXES = (
 )
 _SEMANTIC_LAYER_RE = re.compile(r"^semantic_model\.encoder\.layers\.(\d+)\.")
 _REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_SHOWN_KEYS = 8
 
 
 class CheckpointError(ModelSourceError):
@@ -102,28 +102,9 @@ def _read_state(directory: Path, keep: Callable[[str], bool]) -> dict[str, torch
     return {key: value for key, value in state.items() if keep(key)}
 
 
-def _listing(keys: list[str]) -> str:
-    shown = ", ".join(keys[:_SHOWN_KEYS])
-    return shown + (f", ... ({len(keys)} in all)" if len(keys) > _SHOWN_KEYS else "")
-
-
 def _check_layout(model: torch.nn.Module, state: dict[str, torch.Tensor], directory: Path, part: str) -> None:
     """Raise CheckpointError naming missing, unexpected or mis-shaped keys of ``part`` (decoder/encoder)."""
-    expected = model.state_dict()
-    problems = []
-    missing = sorted(set(expected) - set(state))
-    if missing:
-        problems.append(f"missing {part} keys: {_listing(missing)}")
-    unexpected = sorted(set(state) - set(expected))
-    if unexpected:
-        problems.append(f"unexpected {part} keys: {_listing(unexpected)}")
-    mismatched = [
-        f"{key} {tuple(state[key].shape)} != {tuple(expected[key].shape)}"
-        for key in sorted(set(state) & set(expected))
-        if state[key].shape != expected[key].shape
-    ]
-    if mismatched:
-        problems.append(f"wrong shapes (checkpoint != config): {_listing(mismatched)}")
+    problems = layout_problems(model, state, part)
     if problems:
         raise CheckpointError(
             f"NeuCodec checkpoint in {directory} does not fit the {part}: " + "; ".join(problems)
