@@ -132,7 +132,7 @@ class BatchedTokenSource(TransformersTokenSource):
         lm = self._lm
         assert lm is not None
         set_current(lm.device)
-        waiting: deque[_Job] = deque()
+        waiting: deque[_Job | _Row] = deque()  # the head becomes a _Row once tokenized
         admitted: deque[_Row] = deque()  # prefilling (head) or about to
         batch = _Batch()
         with torch.inference_mode():
@@ -147,10 +147,10 @@ class BatchedTokenSource(TransformersTokenSource):
                 if batch.rows:
                     self._decode_step(lm, batch)
         closed = Unavailable(f"LM source {self.name!r} is shutting down")
-        for job in [*waiting, *(row.job for row in (*admitted, *batch.rows))]:
-            _finish(job, _End("error", closed))
+        for item in [*waiting, *admitted, *batch.rows]:
+            _finish(item.job if isinstance(item, _Row) else item, _End("error", closed))
 
-    def _take(self, waiting: deque[_Job], block: bool) -> bool:
+    def _take(self, waiting: deque[_Job | _Row], block: bool) -> bool:
         """Move queued jobs to ``waiting`` (blocking for one when idle); False on the ``None`` sentinel."""
         try:
             item = self._jobs.get(block=block)
@@ -162,10 +162,13 @@ class BatchedTokenSource(TransformersTokenSource):
         except queue.Empty:
             return True
 
-    def _admit(self, lm: _LoadedLM, waiting: deque[_Job], admitted: deque[_Row], batch: _Batch) -> None:
+    def _admit(
+        self, lm: _LoadedLM, waiting: deque[_Job | _Row], admitted: deque[_Row], batch: _Batch
+    ) -> None:
         """Admit waiting jobs in arrival order while a row and the cache budget are free."""
         while waiting:
-            job = waiting[0]
+            head = waiting[0]
+            job = head.job if isinstance(head, _Row) else head
             if job.cancel.is_set():
                 waiting.popleft()  # closed before it started: its stream is already over
                 continue
@@ -173,11 +176,12 @@ class BatchedTokenSource(TransformersTokenSource):
             if len(active) >= self.batch_size:
                 return
             try:
-                row = _new_row(lm, job)
+                row = head if isinstance(head, _Row) else _new_row(lm, job)
             except Exception as exc:
                 waiting.popleft()
                 _finish(job, _failure(exc))
                 continue
+            waiting[0] = row  # tokenized once, however long it waits
             widest = max([row.reserved, *(other.reserved for other in active)])
             if active and (len(active) + 1) * widest > self.cache_tokens:
                 return  # waits for rows to leave
