@@ -225,9 +225,11 @@ class BatchedTokenSource(TransformersTokenSource):
         rows = batch.rows
         device = lm.device
         inputs = torch.tensor([[row.last] for row in rows], device=device)
-        mask = torch.zeros(len(rows), batch.width + 1, dtype=torch.long, device=device)
-        for i, row in enumerate(rows):
-            mask[i, batch.width - row.length :] = 1
+        mask = None  # no padding (a row alone, or rows of one length): the causal path, no mask to build
+        if any(row.length < batch.width for row in rows):
+            mask = torch.zeros(len(rows), batch.width + 1, dtype=torch.long, device=device)
+            for i, row in enumerate(rows):
+                mask[i, batch.width - row.length :] = 1
         positions = torch.tensor([[row.length] for row in rows], device=device)
         try:
             out = lm.model(
