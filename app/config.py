@@ -112,6 +112,20 @@ class LMSettings(BaseSettings):
     DEFAULT_MAX_TOKENS: int = Field(3072, ge=1, description="Speech tokens per request (50 per second).")
     MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
 
+    # --- the batched in-process LM (issue 18) -----------------------------------------------------------
+    LM_BATCH_SIZE: int = Field(
+        8, ge=1, le=256, description="In-process LM: most generations decoded together (1 = one at a time)."
+    )
+    LM_PREFILL_CHUNK: int = Field(
+        256, ge=1, description="In-process LM: most prompt tokens prefilled between two decode steps."
+    )
+    LM_BATCH_CACHE_TOKENS: int = Field(
+        32768,
+        ge=1,
+        description="In-process LM: KV-cache budget in tokens (rows x longest prompt+max_tokens); "
+        "a request beyond it waits for a row to finish.",
+    )
+
 
 class TextSettings(BaseSettings):
     """Text normalization."""

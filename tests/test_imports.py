@@ -29,7 +29,9 @@ def test_importing_every_server_module_starts_nothing_and_loads_no_model_library
     modules = [
         name
         for name in names
-        if not name.startswith(("app.codec.", "app.tools", "app.lm.transformers", "app.lm.attention"))
+        if not name.startswith(
+            ("app.codec.", "app.tools", "app.lm.transformers", "app.lm.batched", "app.lm.attention")
+        )
         and name not in ("app.__main__", "app.core.device")
         and not name.endswith(".redis")
     ]

@@ -55,7 +55,8 @@ def builtin_voices(settings: Settings) -> VoiceCatalog:
 
 
 def build_source(settings: Settings) -> TokenSource:
-    """The speech-token source named by ``LM_BACKEND`` (imported here: torch/transformers load lazily)."""
+    """The speech-token source named by ``LM_BACKEND`` (imported here: torch/transformers load lazily);
+    in-process, the batched engine unless ``LM_BATCH_SIZE`` is 1."""
     if settings.LM_BACKEND == "http":
         from app.lm.http_source import HttpTokenSource
 
@@ -66,13 +67,25 @@ def build_source(settings: Settings) -> TokenSource:
             first_token_timeout_s=settings.LM_FIRST_TOKEN_TIMEOUT_S,
             token_timeout_s=settings.LM_TOKEN_TIMEOUT_S,
         )
-    from app.lm.transformers_source import TransformersTokenSource
+    if settings.LM_BATCH_SIZE == 1:
+        from app.lm.transformers_source import TransformersTokenSource
 
-    return TransformersTokenSource(
+        return TransformersTokenSource(
+            settings.TTS_MODEL,
+            settings.DEVICE,
+            dtype=settings.LM_DTYPE,
+            attention_fp32=settings.LM_ATTENTION_FP32,
+        )
+    from app.lm.batched_source import BatchedTokenSource
+
+    return BatchedTokenSource(
         settings.TTS_MODEL,
         settings.DEVICE,
         dtype=settings.LM_DTYPE,
         attention_fp32=settings.LM_ATTENTION_FP32,
+        batch_size=settings.LM_BATCH_SIZE,
+        prefill_chunk=settings.LM_PREFILL_CHUNK,
+        cache_tokens=settings.LM_BATCH_CACHE_TOKENS,
     )
 
 

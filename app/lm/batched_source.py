@@ -1,0 +1,343 @@
+"""The embedded LM backend serving many generations at once: one thread, one batched decode step.
+
+``BatchedTokenSource`` is ``TransformersTokenSource`` (same loading, id maps, streams, start and close)
+with another generation thread. The thread owns the model and loops:
+
+1. take new requests off the queue into a FIFO wait list;
+2. admit the head of the wait list while the batch has a free row (``batch_size``) and the KV-cache
+   budget (``cache_tokens``) holds; beyond either a request waits, it never allocates past the budget;
+3. drop the rows whose stream was closed (a cancelled request leaves within one step);
+4. run one prefill chunk (``prefill_chunk`` prompt tokens) of the request being admitted, alone with its
+   own cache, so a long prompt never stalls the running rows for more than one chunk; after its last
+   chunk the request samples its first code and its row joins the batch;
+5. run one decode step over every row and sample each row's next code with its own temperature, top-k,
+   top-p, repetition penalty and seeded ``torch.Generator`` (``choose_next``, the same function as the
+   one-at-a-time engine), over the speech and stop ids only; finished rows leave.
+
+**The cache is one padded batch.** Every layer keeps ``[B, H, W, D]`` keys and values; row ``i`` holds
+its ``n_i`` tokens right-aligned in the last ``n_i`` columns, left padding masked out by the attention
+mask, and runs at its own position ids (``n_i``), so its attention and RoPE see exactly what they would
+alone. A joining row is left-padded to ``W`` (or the batch to the row's length) and concatenated; a leaving
+row is dropped with ``index_select`` and the columns no remaining row uses are trimmed. We chose this
+over per-row ``DynamicCache`` objects merged each step because merging copies every row's whole cache on
+every step, while the padded batch copies only when a row joins or leaves, and transformers' SDPA path
+already handles a 2-D padding mask with per-row position ids.
+
+**Why a hand-written loop**: transformers' own continuous batching (``generate_batch`` /
+``ContinuousBatchingManager``, 5.x) samples with one ``GenerationConfig`` for the whole batch, so it has
+no per-request repetition penalty, and seeds through the process-wide RNG (``set_seed``), a side effect on
+every other user of torch's global generator and no per-request reproducibility. Here a request's codes
+depend only on its own prompt, parameters and seed, not on who shares its steps (tested: batched equals
+alone).
+
+A failure in one request's prefill or sampling fails that request alone; a failure of the shared decode
+forward (e.g. the device runs out of memory despite the budget) fails the rows of that step.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from app.core.device import set_current
+from app.core.errors import APIError, BackendError, Unavailable
+from app.lm.speech_tokens import SPEECH_CODES
+from app.lm.transformers_source import TransformersTokenSource, _End, _Job, _LoadedLM, choose_next
+
+
+@dataclass(eq=False)
+class _Row:
+    """One request inside the loop: its sampling state and, while prefilling, its own cache."""
+
+    job: _Job
+    prompt: torch.Tensor  # [1, P] LM ids
+    seen: torch.Tensor  # [A] bool over the allowed ids: repetition-penalty history
+    generator: torch.Generator | None
+    prefilled: int = 0  # prompt tokens already in its cache
+    cache: Any = None  # its own DynamicCache while prefilling, None once in the batch
+    length: int = 0  # tokens in its cache (prompt + codes fed back)
+    generated: int = 0
+    last: int = 0  # LM id of the code chosen last: the next step's input
+
+    @property
+    def reserved(self) -> int:
+        """Cache columns this row may need: its whole prompt plus every code it may generate."""
+        return int(self.prompt.shape[1]) + self.job.params.max_tokens
+
+
+@dataclass
+class _Batch:
+    """The rows in the batched decode and their shared padded cache (``width`` columns)."""
+
+    rows: list[_Row] = field(default_factory=list)
+    cache: Any = None
+    width: int = 0
+
+
+def _layers(cache: Any) -> list[Any]:
+    """The per-layer key/value holders of a DynamicCache; only full-attention layers can be batched."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = list(cache.layers)
+    if any(type(layer) is not DynamicLayer for layer in layers):
+        raise BackendError("the batched LM engine needs full attention in every layer (no sliding window)")
+    return layers
+
+
+def _pad_left(tensor: torch.Tensor, columns: int) -> torch.Tensor:
+    """``[B, H, T, D]`` with ``columns`` zero columns prepended on the T axis."""
+    if columns == 0:
+        return tensor
+    shape = (*tensor.shape[:2], columns, tensor.shape[3])
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=2)
+
+
+class BatchedTokenSource(TransformersTokenSource):
+    """A ``TokenSource`` running the LM in-process, with every active generation in one decode batch.
+
+    ``batch_size`` is the most generations decoded together; ``prefill_chunk`` the most prompt tokens
+    run in one forward between two decode steps; ``cache_tokens`` bounds the padded KV cache (rows ×
+    columns, each row counted at its prompt plus ``max_tokens``): a request that would exceed it waits
+    for rows to finish (a request larger than the whole budget runs when it would be alone).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        device: str,
+        dtype: str = "auto",
+        name: str = "transformers",
+        attention_fp32: bool = False,
+        *,
+        batch_size: int = 8,
+        prefill_chunk: int = 256,
+        cache_tokens: int = 32768,
+    ) -> None:
+        super().__init__(model, device, dtype=dtype, name=name, attention_fp32=attention_fp32)
+        if batch_size < 1 or prefill_chunk < 1 or cache_tokens < 1:
+            raise ValueError("batch_size, prefill_chunk and cache_tokens must be positive")
+        self.batch_size = batch_size
+        self.prefill_chunk = prefill_chunk
+        self.cache_tokens = cache_tokens
+        self.peak_rows = 0  # most rows decoded together so far (tests, bench)
+
+    # --- the generation thread -----------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """The generation thread: admit, prefill and decode until the ``None`` sentinel or closing."""
+        lm = self._lm
+        assert lm is not None
+        set_current(lm.device)
+        waiting: deque[_Job | _Row] = deque()  # the head becomes a _Row once tokenized
+        admitted: deque[_Row] = deque()  # prefilling (head) or about to
+        batch = _Batch()
+        with torch.inference_mode():
+            while True:
+                idle = not (waiting or admitted or batch.rows)
+                if not self._take(waiting, block=idle) or self._closing.is_set():
+                    break
+                self._admit(lm, waiting, admitted, batch)
+                self._drop_cancelled(admitted, batch)
+                if admitted:
+                    self._prefill_step(lm, admitted, batch)
+                if batch.rows:
+                    self._decode_step(lm, batch)
+        closed = Unavailable(f"LM source {self.name!r} is shutting down")
+        for item in [*waiting, *admitted, *batch.rows]:
+            _finish(item.job if isinstance(item, _Row) else item, _End("error", closed))
+
+    def _take(self, waiting: deque[_Job | _Row], block: bool) -> bool:
+        """Move queued jobs to ``waiting`` (blocking for one when idle); False on the ``None`` sentinel."""
+        try:
+            item = self._jobs.get(block=block)
+            while True:
+                if item is None:
+                    return False
+                waiting.append(item)
+                item = self._jobs.get_nowait()
+        except queue.Empty:
+            return True
+
+    def _admit(
+        self, lm: _LoadedLM, waiting: deque[_Job | _Row], admitted: deque[_Row], batch: _Batch
+    ) -> None:
+        """Admit waiting jobs in arrival order while a row and the cache budget are free."""
+        while waiting:
+            head = waiting[0]
+            job = head.job if isinstance(head, _Row) else head
+            if job.cancel.is_set():
+                waiting.popleft()  # closed before it started: its stream is already over
+                continue
+            active = [*admitted, *batch.rows]
+            if len(active) >= self.batch_size:
+                return
+            try:
+                row = head if isinstance(head, _Row) else _new_row(lm, job)
+            except Exception as exc:
+                waiting.popleft()
+                _finish(job, _failure(exc))
+                continue
+            waiting[0] = row  # tokenized once, however long it waits
+            widest = max([row.reserved, *(other.reserved for other in active)])
+            if active and (len(active) + 1) * widest > self.cache_tokens:
+                return  # waits for rows to leave
+            waiting.popleft()
+            job.started.set()
+            admitted.append(row)
+
+    def _drop_cancelled(self, admitted: deque[_Row], batch: _Batch) -> None:
+        """Finish the rows whose stream was closed; they leave before the next forward."""
+        for row in [row for row in admitted if row.job.cancel.is_set()]:
+            admitted.remove(row)
+            _finish(row.job, _End("cancelled"))
+        gone = [row for row in batch.rows if row.job.cancel.is_set()]
+        for row in gone:
+            _finish(row.job, _End("cancelled"))
+        if gone:
+            _remove(batch, gone)
+
+    def _prefill_step(self, lm: _LoadedLM, admitted: deque[_Row], batch: _Batch) -> None:
+        """One prompt chunk of the head admitted row; after the last, its first code and its join."""
+        row = admitted[0]
+        try:
+            chunk = row.prompt[:, row.prefilled : row.prefilled + self.prefill_chunk]
+            out = lm.model(input_ids=chunk, past_key_values=row.cache, use_cache=True, logits_to_keep=1)
+            row.cache = out.past_key_values
+            row.prefilled += chunk.shape[1]
+            if row.prefilled < row.prompt.shape[1]:
+                return
+            admitted.popleft()
+            row.length = row.prefilled
+            if self._choose(lm, row, out.logits[0, -1]):
+                _join(batch, row)
+                self.peak_rows = max(self.peak_rows, len(batch.rows))
+        except Exception as exc:
+            if admitted and admitted[0] is row:
+                admitted.popleft()
+            _finish(row.job, _failure(exc))
+
+    def _decode_step(self, lm: _LoadedLM, batch: _Batch) -> None:
+        """One forward over every row, then each row's own sampling; finished rows leave."""
+        rows = batch.rows
+        device = lm.device
+        inputs = torch.tensor([[row.last] for row in rows], device=device)
+        mask = None  # no padding (a row alone, or rows of one length): the causal path, no mask to build
+        if any(row.length < batch.width for row in rows):
+            mask = torch.zeros(len(rows), batch.width + 1, dtype=torch.long, device=device)
+            for i, row in enumerate(rows):
+                mask[i, batch.width - row.length :] = 1
+        positions = torch.tensor([[row.length] for row in rows], device=device)
+        try:
+            out = lm.model(
+                input_ids=inputs,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=batch.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        except Exception as exc:
+            for row in rows:
+                _finish(row.job, _failure(exc))
+            batch.rows, batch.cache, batch.width = [], None, 0
+            return
+        batch.cache = out.past_key_values
+        batch.width += 1
+        done: list[_Row] = []
+        for i, row in enumerate(rows):
+            row.length += 1
+            try:
+                if not self._choose(lm, row, out.logits[i, -1]):
+                    done.append(row)
+            except Exception as exc:
+                _finish(row.job, _failure(exc))
+                done.append(row)
+        if done:
+            _remove(batch, done)
+
+    def _choose(self, lm: _LoadedLM, row: _Row, logits: torch.Tensor) -> bool:
+        """Sample the row's next code from its ``[V]`` logits and post it; False once it has finished."""
+        params = row.job.params
+        index = choose_next(logits.index_select(0, lm.allowed_ids).float(), row.seen, params, row.generator)
+        if index >= SPEECH_CODES:
+            _finish(row.job, _End("stop"))
+            return False
+        row.seen[index] = True
+        row.job.post([index])
+        row.generated += 1
+        row.last = int(lm.allowed_ids[index])
+        if row.generated >= params.max_tokens:
+            _finish(row.job, _End("length"))
+            return False
+        return True
+
+
+def _new_row(lm: _LoadedLM, job: _Job) -> _Row:
+    """Tokenize the job's prompt (like vLLM: the tokenizer's special-token rule) and set up its sampler."""
+    params = job.params
+    prompt = lm.tokenizer(params.prompt, return_tensors="pt").input_ids.to(lm.device)
+    job.prompt_tokens = int(prompt.shape[1])
+    seen = torch.zeros(len(lm.allowed_ids), dtype=torch.bool, device=lm.device)
+    in_prompt = lm.lm_to_allowed[prompt[0]]
+    seen[in_prompt[in_prompt >= 0]] = True
+    generator = None
+    if params.seed is not None:
+        generator = torch.Generator(device=lm.device).manual_seed(params.seed)
+    return _Row(job, prompt, seen, generator)
+
+
+def _join(batch: _Batch, row: _Row) -> None:
+    """Add a prefilled row's cache to the batch: both left-padded to the wider, concatenated on B."""
+    layers = _layers(row.cache)
+    if batch.cache is None:
+        batch.cache, batch.width, batch.rows = row.cache, row.length, [row]
+        row.cache = None
+        return
+    width = max(batch.width, row.length)
+    merged = []
+    for mine, theirs in zip(layers, _layers(batch.cache), strict=True):
+        keys = torch.cat(
+            [_pad_left(theirs.keys, width - batch.width), _pad_left(mine.keys, width - row.length)]
+        )
+        values = torch.cat(
+            [_pad_left(theirs.values, width - batch.width), _pad_left(mine.values, width - row.length)]
+        )
+        merged.append((keys, values))
+    for layer, (keys, values) in zip(_layers(batch.cache), merged, strict=True):
+        layer.keys, layer.values = keys, values
+    batch.width = width
+    batch.rows.append(row)
+    row.cache = None
+
+
+def _remove(batch: _Batch, gone: list[_Row]) -> None:
+    """Drop rows from the batch and the cache columns no remaining row uses."""
+    keep = [i for i, row in enumerate(batch.rows) if row not in gone]
+    batch.rows = [batch.rows[i] for i in keep]
+    if not batch.rows:
+        batch.cache, batch.width = None, 0
+        return
+    width = max(row.length for row in batch.rows)
+    trim = batch.width - width
+    index = torch.tensor(keep, device=_layers(batch.cache)[0].keys.device)
+    for layer in _layers(batch.cache):
+        layer.keys = layer.keys.index_select(0, index)[:, :, trim:]
+        layer.values = layer.values.index_select(0, index)[:, :, trim:]
+    batch.width = width
+
+
+def _failure(exc: Exception) -> _End:
+    """The end of a job that raised: its APIError, or a BackendError naming the exception."""
+    if isinstance(exc, APIError):
+        return _End("error", exc)
+    return _End("error", BackendError(f"transformers generation failed: {exc!r}"))
+
+
+def _finish(job: _Job, end: _End) -> None:
+    """Post the job's end and let ``aclose`` return."""
+    job.post(end)
+    job.leave()
