@@ -21,12 +21,13 @@ import torch
 from app.codec.moss.config import CONFIG_FILENAME, read_config
 from app.codec.moss.model import MossAudioCodec
 from app.codec.state_dicts import layout_problems
+from app.hub import REPO_ID_RE, download
+from app.observability.startup_errors import ModelSourceError
 
 SAFETENSORS_FILE = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_FILE = "pytorch_model.bin"
 HUB_PATTERNS = (CONFIG_FILENAME, "*.safetensors", SAFETENSORS_INDEX, "pytorch_model*.bin")
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _ALIASES = (
     (re.compile(r"\.weight_g$"), ".parametrizations.weight.original0"),
     (re.compile(r"\.weight_v$"), ".parametrizations.weight.original1"),
@@ -36,7 +37,7 @@ _ALIASES = (
 )
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ModelSourceError):
     """The checkpoint is missing, unreadable or does not fit the codec's layout."""
 
 
@@ -54,10 +55,8 @@ def resolve_source(source: str) -> Path:
         return path
     if path.exists():
         raise CheckpointError(f"codec source {source!r} is a file; pass the directory that holds it")
-    if _REPO_ID_RE.match(source):
-        import huggingface_hub
-
-        return Path(huggingface_hub.snapshot_download(repo_id=source, allow_patterns=list(HUB_PATTERNS)))
+    if REPO_ID_RE.match(source):
+        return download(source, HUB_PATTERNS)  # with progress, as every model source
     raise CheckpointError(f"codec source {source!r} is neither a directory nor a Hugging Face repo id")
 
 

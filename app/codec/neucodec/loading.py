@@ -26,7 +26,7 @@ from app.codec.neucodec.encoder_config import (
     read_encoder_config,
 )
 from app.codec.state_dicts import layout_problems
-from app.hub import download
+from app.hub import REPO_ID_RE, download
 from app.observability.startup_errors import ModelSourceError
 
 SAFETENSORS_FILE = "model.safetensors"
@@ -48,7 +48,6 @@ ENCODER_PREFIXES = (
     "generator.quantizer.project_in.",
 )
 _SEMANTIC_LAYER_RE = re.compile(r"^semantic_model\.encoder\.layers\.(\d+)\.")
-_REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 class CheckpointError(ModelSourceError):
@@ -80,7 +79,7 @@ def _resolve_source(source: str, files: tuple[str, ...]) -> Path:
         return path
     if path.exists():
         raise CheckpointError(f"codec source {source!r} is a file; pass the directory that holds it")
-    if _REPO_ID_RE.match(source):
+    if REPO_ID_RE.match(source):
         return download(source, files)
     raise CheckpointError(f"codec source {source!r} is neither a directory nor a Hugging Face repo id")
 
