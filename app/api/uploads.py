@@ -18,13 +18,12 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.drain import DRAIN_BYTES, BodyProgress, drain
 from app.core.errors import PayloadTooLarge
 from app.core.routes import UPLOAD_PATHS
 
 FORM_OVERHEAD_BYTES = 256 * 1024
 """Room for the text fields and multipart framing on top of the file itself."""
-DRAIN_BYTES = 64 * 1024 * 1024
-"""Most of a refused body read (and discarded) so that the client can read the 413."""
 
 
 class UploadTooLarge(HTTPException):
@@ -37,16 +36,6 @@ class UploadTooLarge(HTTPException):
 
 def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"The upload is larger than the {limit}-byte limit.", code="payload_too_large")
-
-
-async def _drain(receive: Receive) -> None:
-    """Read and discard the rest of the request body, up to DRAIN_BYTES."""
-    budget = DRAIN_BYTES
-    while budget > 0:
-        message = await receive()
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return
-        budget -= len(message.get("body", b""))
 
 
 class UploadLimitMiddleware:
@@ -65,7 +54,7 @@ class UploadLimitMiddleware:
         declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.limit:
             if headers.get(b"expect", b"").lower() != b"100-continue":
-                await _drain(receive)
+                await drain(receive, BodyProgress(expects_continue=False), DRAIN_BYTES)
             error = _too_large(self.max_file_bytes)
             response = JSONResponse(error.body(), status_code=error.status, headers={"Connection": "close"})
             await response(scope, receive, send)
@@ -79,7 +68,7 @@ class UploadLimitMiddleware:
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     if message.get("more_body", False):
-                        await _drain(receive)
+                        await drain(receive, BodyProgress(expects_continue=False), DRAIN_BYTES)
                     raise UploadTooLarge(self.max_file_bytes)
             return message
 
