@@ -59,8 +59,7 @@ from app.codec.neucodec.loading import PICKLE_FILE, SAFETENSORS_FILE, load_decod
 from app.codec.worker import CodecOptions, CodecWorker
 from app.core.device import resolve_device
 from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
-
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+from bench.saving import save_report
 
 
 def cpu_model() -> str:
@@ -432,10 +431,7 @@ def main(argv: list[str] | None = None) -> None:
     if snr:
         print(f"SNR vs float32 (dB): {snr}", file=sys.stderr)
     if args.out:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        path = RESULTS_DIR / Path(args.out).name
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {path}", file=sys.stderr)
+        save_report(report, args.out)
 
 
 if __name__ == "__main__":

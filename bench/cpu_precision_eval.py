@@ -39,8 +39,8 @@ from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.istft import MAX_MAGNITUDE
 from app.codec.neucodec.loading import load_decoder
 from bench.codec_bench import cpu_model, snr_db
+from bench.saving import save_report
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 Decode = Callable[[torch.Tensor], torch.Tensor]  # [B, T] codes -> [B, T * hop] float32 audio
 
 
@@ -174,10 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(json.dumps(report))
     if args.out:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        path = RESULTS_DIR / Path(args.out).name
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {path}", file=sys.stderr)
+        save_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -46,8 +46,8 @@ from app.codec.moss.model import MossAudioCodec
 from app.codec.moss.service import MossCodecOptions, MossCodecService
 from app.core.device import resolve_device
 from app.tools.fixtures.moss_codec import TINY_MOSS_CONFIG, random_codec
+from bench.saving import save_report
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 NQ = 16
 PARTS = "service,lockstep,latency,encode,bf16"
 
@@ -276,10 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(report))
     print(table(report), file=sys.stderr)
     if args.out:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        path = RESULTS_DIR / Path(args.out).name
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {path}", file=sys.stderr)
+        save_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -52,8 +52,8 @@ import numpy as np
 
 from bench.bench import percentile, speech_url
 from bench.codec_bench import cpu_model
+from bench.saving import save_report
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 OLD_ENV = {
     "CODEC_DTYPE": "float32",
     "CODEC_SCHEDULING": "fifo",
@@ -327,10 +327,7 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(report))
     print(table(rows, args.streams), file=sys.stderr)
     if args.out:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        path = RESULTS_DIR / Path(args.out).name
-        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {path}", file=sys.stderr)
+        save_report(report, args.out)
 
 
 if __name__ == "__main__":
