@@ -10,62 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import sys
-import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 
 from app.config import Settings
-from tests.api.conftest import REFERENCE_TEXT
-from tests.fakes.fake_vllm import FakeVLLM, Script
-from tests.speech_audio import espeak_wav
+from tests.api.conftest import fake_vllm, reference_wav  # noqa: F401  (fixtures shared with the API tests)
+from tests.interleave.conftest import REDIS_URL, redis_prefix  # noqa: F401  (a test's own Redis keys)
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = "redis://127.0.0.1:6379/0"
 START_TIMEOUT_S = 90.0
-
-
-@pytest.fixture(scope="session")
-def reference_wav(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    """About 2.8 s of espeak-ng speech saying REFERENCE_TEXT (22.05 kHz mono wav), made once."""
-    return espeak_wav(tmp_path_factory.mktemp("reference") / "ref.wav", REFERENCE_TEXT).read_bytes()
-
-
-@pytest.fixture
-async def fake_vllm() -> AsyncIterator[FakeVLLM]:
-    """A scriptable fake vLLM on a free port (48 codes, 8 per event, no pacing)."""
-    fake = FakeVLLM(Script(codes=list(range(1000, 1048)), tokens_per_event=8))
-    await fake.start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
-
-
-@pytest.fixture
-def redis_prefix() -> Iterator[str]:
-    """A key prefix of this test's own on the project's Redis; its keys are deleted afterwards."""
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed: the shared stores cannot be tested here")
-    import redis
-
-    prefix = f"tts:test:{uuid.uuid4().hex}:"
-    yield prefix
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        keys = list(client.scan_iter(match=prefix + "*"))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
 
 
 def free_port() -> int:
