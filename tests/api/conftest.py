@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -24,9 +25,11 @@ def serve(settings: Settings) -> AbstractAsyncContextManager[str]:
 
 
 @asynccontextmanager
-async def serve_app(app: FastAPI) -> AsyncIterator[str]:
-    """Run ``app`` under uvicorn in this event loop; yield its base URL."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+async def serve_app(app: FastAPI, **options: Any) -> AsyncIterator[str]:
+    """Run ``app`` under uvicorn in this event loop, with uvicorn ``options`` on top of a free loopback
+    port; yield its base URL."""
+    config = {"host": "127.0.0.1", "port": 0, "log_level": "warning"} | options
+    server = uvicorn.Server(uvicorn.Config(app, **config))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():

@@ -9,14 +9,13 @@ import socket
 import statistics
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from app.__main__ import server_options
 from app.api.header_timeout import header_timeout_protocol
@@ -25,7 +24,7 @@ from app.audio.io import ReferenceAudio
 from app.config import Settings
 from app.core.errors import Unavailable
 from app.main import create_app
-from tests.api.conftest import REFERENCE_TEXT, http_settings
+from tests.api.conftest import REFERENCE_TEXT, http_settings, serve_app
 from tests.api.test_speech_http import assert_openai_error, body
 from tests.fakes.fake_vllm import FakeVLLM, Script
 from tests.speech_audio import wav_bytes
@@ -47,26 +46,13 @@ def sdp_on_a_free_port() -> bytes:
     return SDP.replace(b"5004", str(port).encode())
 
 
-@asynccontextmanager
-async def serve_as_main(settings: Settings, http: str = "auto") -> AsyncIterator[str]:
+def serve_as_main(settings: Settings, http: str = "auto") -> AbstractAsyncContextManager[str]:
     """``create_app(settings)`` under uvicorn with the options ``python -m app`` uses, on a free port
     (``http``: the HTTP/1.1 implementation under the header timeout, ``auto`` as in production)."""
     options = server_options(settings) | {"host": "127.0.0.1", "port": 0, "log_level": "warning"}
     if http != "auto":
         options["http"] = header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S, http)
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), **options))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("server exited during startup")
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    return serve_app(create_app(settings), **options)
 
 
 def settings_for(codec_dir: Path, fake: FakeVLLM, tmp_path: Path, **overrides: object) -> Settings:
