@@ -24,6 +24,7 @@ from app.audio import decoder_pool
 from app.audio.io import ReferenceAudio
 from app.config import Settings
 from app.core.errors import Unavailable
+from app.lm.prompt import estimate_tokens
 from app.main import create_app
 from tests.api.conftest import REFERENCE_TEXT, http_settings, serve_app
 from tests.api.test_speech_http import assert_openai_error, body
@@ -414,4 +415,46 @@ async def test_a_lone_surrogate_escape_is_refused_before_the_text_front_end(
         headers = {"content-type": "application/json"}
         speech = await client.post(SPEECH, content=json_escaped(body(input=text)), headers=headers)
     assert assert_openai_error(speech, 422, "input")["code"] == "invalid_value"
+    assert fake_vllm.requests == []
+
+
+# --- client mistakes on every path are 4xx (item 5) ------------------------------------------------
+
+
+async def test_max_tokens_fits_the_window_for_voice_conversion_and_registered_voices(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path, reference_wav: bytes
+) -> None:
+    """The reference's codes count against the window too: max_tokens is cut to what the VC prompt
+    leaves, and a reference that leaves no room is a 400 naming ``reference_audio``, never a 502."""
+    roomy = settings_for(
+        tiny_codec_dir, fake_vllm, tmp_path, LM_MAX_MODEL_LEN=400, INTERLEAVE_MIN_GEN_TOKENS=100
+    )
+    async with serve_as_main(roomy) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        fields = {"reference_text": REFERENCE_TEXT, "generate_text": "Say this.", "max_tokens": "30000"}
+        vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
+        registered = await upload(client, VOICES, reference_wav, name="kept")
+        speech = await client.post(SPEECH, json=body(input="Say this.", voice="kept", max_tokens=30000))
+    assert registered.status_code == 201, registered.text
+    assert vc.status_code == speech.status_code == 200, vc.text + speech.text
+    assert len(fake_vllm.requests) == 2
+    for request in fake_vllm.requests:
+        prompt = request.body["prompt"]
+        assert prompt.count("<|s_") == 139  # the reference clip's codes
+        assert request.body["max_tokens"] == 400 - estimate_tokens(prompt)
+    tight = settings_for(
+        tiny_codec_dir, fake_vllm, tmp_path, LM_MAX_MODEL_LEN=180, INTERLEAVE_MIN_GEN_TOKENS=100
+    )
+    async with serve_as_main(tight) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
+        speech = await client.post(SPEECH, json=body(input="Say this.", voice="kept"))
+    for refused in (vc, speech):
+        assert assert_openai_error(refused, 400, "reference_audio")["code"] == "context_length_exceeded"
+    assert len(fake_vllm.requests) == 2, "the backend is never asked"
+
+
+async def test_a_spoken_mode_expansion_past_the_window_is_a_400(url: str, fake_vllm: FakeVLLM) -> None:
+    """``"1."`` 2048 times is 4096 characters (allowed) but thousands of prompt tokens once read out."""
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        expanded = await client.post(SPEECH, json=body(input="1." * 2048, mode="spoken"))
+    assert assert_openai_error(expanded, 400, "input")["code"] == "context_length_exceeded"
     assert fake_vllm.requests == []
