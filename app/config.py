@@ -372,6 +372,11 @@ class ObservabilitySettings(BaseSettings):
     API_KEYS: str = Field(
         "", description="Comma-separated API keys, or a file of keys (one a line); empty = any key."
     )
+    ADMIN_API_KEYS: str = Field(
+        "",
+        description="Admin keys (as API_KEYS; accepted wherever an API key is): may also delete any "
+        "registered voice. Needs API_KEYS.",
+    )
     MAX_CONCURRENT_STREAMS: int = Field(
         64, ge=0, description="Synthesis responses served at once; 0 = no limit."
     )

@@ -179,8 +179,11 @@ class SpeechService:
         job = speech_job(engine.settings, family, form, text, ReferenceVoice(reference_text, tuple(codes)))
         return await self._synthesize(await family.plan(job), form, stats, disconnected)
 
-    async def register_voice(self, form: VoiceFields, audio_sample: AsyncReadable) -> RegisteredVoice:
-        """Encode the clip once with the default family and store it with its normalized transcript."""
+    async def register_voice(
+        self, form: VoiceFields, audio_sample: AsyncReadable, owner: str | None = None
+    ) -> RegisteredVoice:
+        """Encode the clip once with the default family and store it with its normalized transcript,
+        owned by ``owner`` (the API key's tenant; None when keys are off)."""
         engine = self.engine
         family = engine.default
         await engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
@@ -190,7 +193,7 @@ class SpeechService:
         text = await speech_text(engine, form.reference_text, _LanguageOnly(form.language), "reference_text")
         codes = await family.encode_reference(reference.samples, reference.digest)
         now = int(time.time())
-        return await engine.registry.add(form.name, text, {family.name: codes}, form.consent, now)
+        return await engine.registry.add(form.name, text, {family.name: codes}, form.consent, now, owner)
 
     async def _read(self, upload: AsyncReadable, param: str) -> ReferenceAudio:
         with span("vc.load_audio") as loading:
