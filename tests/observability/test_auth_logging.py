@@ -140,3 +140,13 @@ async def test_access_line_without_spans_keeps_the_request_trace_id(
     assert access[0]["trace_id"] == response.headers["x-trace-id"]
     assert access[0]["span_id"] is None
     assert access[0]["status"] == 400 and access[0]["error"] == "validation"
+
+
+def test_refusals_by_key_count_as_auth_errors() -> None:
+    from app.core.errors import Forbidden
+    from app.observability.requests import RequestRecord, error_kind
+
+    record = RequestRecord("DELETE", "/v1/audio/voices/x")
+    assert error_kind(403, None, record) == "auth"
+    assert error_kind(None, Forbidden("not yours", param="name", code="voice_not_owned"), record) == "auth"
+    assert error_kind(401, None, record) == "auth"
