@@ -56,7 +56,10 @@ class NeuCodecDecoderPart:
 
     name: ClassVar[str] = "neucodec-decoder"
     kind: ClassVar[Literal["lm", "codec"]] = "codec"
-    description: ClassVar[str] = "NeuCodec decoder: codes -> per-layer activations and 24 kHz audio"
+    description: ClassVar[str] = (
+        "NeuCodec decoder: codes -> per-layer activations and 24 kHz audio; random:official, random:tiny"
+    )
+    default_length: ClassVar[int] = 250
 
     def make_inputs(
         self, source: str, seed: int, length: int

@@ -100,7 +100,10 @@ class NeuCodecLMPart:
 
     name: ClassVar[str] = "neucodec-lm"
     kind: ClassVar[Literal["lm", "codec"]] = "lm"
-    description: ClassVar[str] = "NeuCodec TTS LM (Qwen3, in-process): per-layer hidden states, logits"
+    description: ClassVar[str] = (
+        "NeuCodec TTS LM (Qwen3, in-process): per-layer hidden states, logits; random:qwen3-1.7b"
+    )
+    default_length: ClassVar[int] = 160
 
     def make_inputs(
         self, source: str, seed: int, length: int
