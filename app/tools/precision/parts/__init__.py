@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from app.tools.precision.parts.base import Part
 from app.tools.precision.parts.moss_codec import MossCodecPart
+from app.tools.precision.parts.moss_lm import MossBackbonePart, MossLMPart
 from app.tools.precision.parts.neucodec_decoder import NeuCodecDecoderPart
 from app.tools.precision.parts.neucodec_lm import NeuCodecLMPart
 
 PARTS: dict[str, Part] = {
-    part.name: part for part in (NeuCodecLMPart(), NeuCodecDecoderPart(), MossCodecPart())
+    part.name: part
+    for part in (NeuCodecLMPart(), NeuCodecDecoderPart(), MossBackbonePart(), MossLMPart(), MossCodecPart())
 }
 
 

@@ -5,7 +5,8 @@ them on a configuration, returning named output tensors in the order they are co
 (activations, logits, audio) and integer ones (codes, compared by identical share). An ``lm``
 part's outputs include ``logits`` ``[positions, vocab]``: the next-token logits at each position of
 the teacher-forced continuation. A ``codec`` part's include ``audio`` and its options the
-``sample_rate``. A model family adds its parts by listing them in ``parts/__init__.py``.
+``sample_rate``. A ``hidden`` part's are compared tensor by tensor only. A model family adds
+its parts by listing them in ``parts/__init__.py``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ import torch
 from app.tools.precision.configs import RunConfig
 
 RANDOM_PREFIX = "random:"
+Kind = Literal["lm", "codec", "hidden"]
+"""What a part's comparison adds to the per-tensor one: next-token checks, audio checks, or nothing."""
 
 
 class Part(Protocol):
     """One model part the tool can run (a stateless object; all state is in the arguments)."""
 
     name: ClassVar[str]
-    kind: ClassVar[Literal["lm", "codec"]]
+    kind: ClassVar[Kind]
     description: ClassVar[str]
     default_length: ClassVar[int]
     """``--length`` when not given: LM continuation tokens, codec frames."""

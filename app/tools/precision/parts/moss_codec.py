@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 
@@ -30,7 +30,7 @@ from app.codec.moss.model import MossAudioCodec
 from app.codec.moss.transformer import ProjectedTransformer
 from app.core.device import resolve_device, set_current
 from app.tools.precision.configs import RunConfig
-from app.tools.precision.parts.base import RANDOM_PREFIX, as_output, capture, release
+from app.tools.precision.parts.base import RANDOM_PREFIX, Kind, as_output, capture, release
 
 DECODE_CODEBOOKS = 16
 """Codebooks of the decoder's input codes: what MOSS-TTS-Realtime generates and decodes."""
@@ -98,7 +98,7 @@ class MossCodecPart:
     """``moss-codec``: see the module docstring."""
 
     name: ClassVar[str] = "moss-codec"
-    kind: ClassVar[Literal["lm", "codec"]] = "codec"
+    kind: ClassVar[Kind] = "codec"
     description: ClassVar[str] = (
         "MOSS-Audio-Tokenizer: audio -> encoder stages and codes; codes -> decoder stages and 24 kHz audio; "
         "random:official, random:tiny"
