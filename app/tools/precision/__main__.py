@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     limits.add_argument(
         "--max-share-tv", type=float, help="LM: share of positions with TV above --tv-threshold"
     )
-    limits.add_argument("--min-audio-snr-db", type=float, help="decoder: waveform SNR")
-    limits.add_argument("--max-log-mel-db", type=float, help="decoder: log-mel distance")
+    limits.add_argument("--min-audio-snr-db", type=float, help="codec: waveform SNR")
+    limits.add_argument("--max-log-mel-db", type=float, help="codec: log-mel distance")
     limits.add_argument(
         "--min-code-agreement", type=float, help="codec encoder: mean share of identical codes per codebook"
     )
