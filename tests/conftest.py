@@ -38,3 +38,11 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random NeuCodec checkpoint (``pytorch_model.bin`` + ``neucodec_config.json``, seed 0)."""
     return write_codec_checkpoint(tmp_path_factory.mktemp("codec") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_moss_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random MOSS codec checkpoint (official layout, seed 0), written once per session."""
+    from app.tools.fixtures.moss_codec import write_moss_codec
+
+    return write_moss_codec(tmp_path_factory.mktemp("moss_codec") / "tiny")
