@@ -66,6 +66,7 @@ class FakeFrameEngine:
     block: int = 1
     delay_s: float = 0.0
     full: bool = False  # refuse new rows with a 503
+    frames: int | None = None  # frames per job when set (else FRAMES_PER_ID per text_tail id)
     started: bool = False
     closed: bool = False
     open_rows: int = 0
@@ -86,7 +87,8 @@ class FakeFrameEngine:
 
     def frames_for(self, job: FrameJob) -> np.ndarray:
         """Every frame ``stream(job)`` yields, ``(F, 16)``."""
-        count = min(job.max_frames, FRAMES_PER_ID * len(job.text_tail))
+        wanted = FRAMES_PER_ID * len(job.text_tail) if self.frames is None else self.frames
+        count = min(job.max_frames, wanted)
         rng = np.random.default_rng(job.sampling.seed or 0)
         return rng.integers(0, 1024, size=(count, 16), dtype=np.int64)
 

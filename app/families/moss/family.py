@@ -10,7 +10,8 @@ through a codec stream of its own (``speak``) and stores the finished turn befor
 
 ``max_tokens`` counts frames (80 ms each). It is cut to the room the prompt leaves in the backbone
 window (``MossLM.max_positions`` rows, less the prefill rows), as the NeuCodec family cuts it to
-LM_MAX_MODEL_LEN; a prompt that leaves less than ``MIN_ROOM_FRAMES`` is a 400. With history, the oldest
+LM_MAX_MODEL_LEN; a prompt that leaves less than ``MIN_ROOM_FRAMES``, or fewer frames than the text
+still has to feed after the prefill (one text id per frame), is a 400. With history, the oldest
 turns are dropped until the prompt leaves the new turn the room it would have without them.
 """
 
@@ -360,11 +361,13 @@ class MossFamily:
             )
 
         cold = build(())
-        room = window - int(cold.prefill.shape[0])
-        if room < MIN_ROOM_FRAMES:
+        rows = int(cold.prefill.shape[0])
+        room = window - rows
+        if room < max(MIN_ROOM_FRAMES, len(cold.text_tail) + 1):  # the text is fed one id per frame
             raise InvalidRequest(
-                f"{param}: too long for the model: the prompt is {cold.prefill.shape[0]} rows and the "
-                f"model's window is {window}; shorten the text or the reference.",
+                f"{param}: too long for the model: the prompt is {rows} rows, the text needs "
+                f"{len(cold.text_tail)} more, and the model's window is {window}; shorten the text or "
+                "the reference.",
                 param=param,
                 code="context_length_exceeded",
             )
