@@ -4,12 +4,15 @@ step, per-row sampling, a failing row, end of speech, admission limits and shutd
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import app.lm.moss.engine as engine_module
 from app.core.errors import BackendError, InvalidRequest, RateLimited, Unavailable
@@ -18,6 +21,7 @@ from app.lm.moss.loader import LoadedMoss, load_moss_lm
 from app.lm.moss.prompt import MossPrompter
 from app.lm.moss.types import FrameJob, FrameSampling, Turn
 
+ROOT = Path(__file__).resolve().parents[3]
 GREEDY = FrameSampling(temperature=0.0)
 
 
@@ -253,3 +257,35 @@ async def test_close_ends_open_streams_with_unavailable(loaded: LoadedMoss, prom
             await stream.__anext__()
     with pytest.raises(Unavailable):
         await engine.stream(prompter.job("Late.", reference=None, max_frames=1)).__anext__()
+
+
+def test_npu_path_with_a_stand_in_torch_npu() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.lm.moss.npu_check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "moss lm npu path ok" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+async def test_cuda_defaults_and_batched_equals_alone_on_cuda(moss_tts_dir: Path) -> None:
+    cuda = load_moss_lm(str(moss_tts_dir), device="cuda")
+    assert cuda.dtype == torch.bfloat16 and cuda.attention == "sdpa"
+    exact = load_moss_lm(str(moss_tts_dir), device="cuda", dtype="float32")
+    prompter = MossPrompter(exact.tokenizer, exact.ids)
+    todo = jobs(prompter, sampled=False)
+    expected = [await alone(exact, job) for job in todo]
+    engine = MossFrameEngine(exact)
+    engine.start()
+    try:
+        got = await asyncio.gather(*(collect(engine, job) for job in todo))
+    finally:
+        await engine.close()
+    for want, have in zip(expected, got, strict=True):
+        assert (want == have).mean() > 0.9  # TF32/kernel choice may flip near-ties on a GPU
+    assert len(await alone(cuda, todo[1])) == 20
