@@ -303,6 +303,12 @@ class MossSettings(BaseSettings):
     MOSS_MAX_BATCH: int = Field(
         8, ge=1, le=256, description="MOSS requests generated together in one batched LM step."
     )
+    MOSS_CACHE_ROWS: int = Field(
+        32768,
+        ge=64,
+        description="MOSS LM cache budget in rows (batch rows x longest prompt+max_tokens); also caps one "
+        "request's prompt + max_tokens.",
+    )
     MOSS_DEFAULT_MAX_TOKENS: int = Field(
         1500, ge=1, le=32768, description="MOSS frames per request when it sets no max_tokens (80 ms each)."
     )

@@ -61,7 +61,8 @@ class MossLM:
     prompter: Prompter
     engine: FrameEngine
     max_positions: int
-    """The backbone window in rows: a job's prefill plus its frames must fit in it."""
+    """Rows one job may take, its prefill plus its frames: the backbone window, or the engine's cache
+    budget when that is smaller."""
 
 
 def load_lm(settings: Settings, device: str) -> MossLM:
@@ -80,5 +81,8 @@ def load_lm(settings: Settings, device: str) -> MossLM:
         dtype=settings.MOSS_TTS_DTYPE,
         attention=settings.MOSS_TTS_ATTENTION,
     )
-    engine = MossFrameEngine(loaded, max_batch=settings.MOSS_MAX_BATCH)
-    return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, loaded.max_positions)
+    engine = MossFrameEngine(
+        loaded, max_batch=settings.MOSS_MAX_BATCH, max_cached_rows=settings.MOSS_CACHE_ROWS
+    )
+    window = min(loaded.max_positions, settings.MOSS_CACHE_ROWS)
+    return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, window)
