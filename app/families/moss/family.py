@@ -48,6 +48,9 @@ from app.observability.startup import startup_step
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
+    import torch
+
+    from app.codec.moss.model import MossAudioCodec
     from app.codec.moss.service import MossCodecService
     from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
 
@@ -62,6 +65,19 @@ SEED_SAMPLING = FrameSampling()
 
 LMLoader = Callable[[Settings, str], MossLM]
 """Settings and the device -> the LM stage (blocking; run in a worker thread)."""
+CodecLoader = Callable[[Settings, "torch.device"], "MossAudioCodec"]
+"""Settings and the device -> the MOSS codec (blocking; run in a worker thread)."""
+
+
+def load_codec(settings: Settings, device: torch.device) -> MossAudioCodec:
+    """MOSS_CODEC_MODEL on ``device``: its encoder only with MOSS_VOICE_PROMPTS, its transformers in
+    MOSS_CODEC_DTYPE."""
+    import torch
+
+    from app.codec.moss.loading import load_codec as load
+
+    dtype = torch.bfloat16 if settings.MOSS_CODEC_DTYPE == "bfloat16" else torch.float32
+    return load(settings.MOSS_CODEC_MODEL, device, with_encoder=settings.MOSS_VOICE_PROMPTS, dtype=dtype)
 
 
 def model_ids(settings: Settings) -> tuple[str, ...]:
@@ -175,6 +191,7 @@ class MossFamily:
         metrics: Metrics,
         *,
         lm_loader: LMLoader = load_lm,
+        codec_loader: CodecLoader = load_codec,
     ) -> None:
         self.settings = settings
         self.clips = clip_paths(settings.MOSS_VOICES_DIR)
@@ -192,6 +209,7 @@ class MossFamily:
         self.interleave = interleave
         self.metrics = metrics
         self.lm_loader = lm_loader
+        self.codec_loader = codec_loader
         self.lm: MossLM | None = None
         self.codec: MossCodecService | None = None
         self.voice_codes: dict[str, np.ndarray] = {}  # built-in voice -> its clip's codes (F, 16)
@@ -203,9 +221,6 @@ class MossFamily:
     async def start(self) -> None:
         """Load the codec (with its encoder when MOSS_VOICE_PROMPTS) and the LM off the event loop, start
         the codec's batchers and the frame engine, then encode the built-in voice clips."""
-        import torch
-
-        from app.codec.moss.loading import load_codec
         from app.codec.moss.service import MossCodecOptions, MossCodecService
         from app.core.device import resolve_device
         from app.observability import tracing
@@ -214,12 +229,9 @@ class MossFamily:
         setting = "MOSS_TTS_DEVICE" if s.MOSS_TTS_DEVICE else "DEVICE"
         async with startup_step(setting, s.MOSS_TTS_DEVICE or s.DEVICE, "MOSS device"):
             device = resolve_device(s.MOSS_TTS_DEVICE or s.DEVICE)
-        dtype = torch.bfloat16 if s.MOSS_CODEC_DTYPE == "bfloat16" else torch.float32
         log.info("loading MOSS codec %s on %s (%s)", s.MOSS_CODEC_MODEL, device, s.MOSS_CODEC_DTYPE)
         async with startup_step("MOSS_CODEC_MODEL", s.MOSS_CODEC_MODEL, "MOSS codec"):
-            model = await asyncio.to_thread(
-                load_codec, s.MOSS_CODEC_MODEL, device, with_encoder=s.MOSS_VOICE_PROMPTS, dtype=dtype
-            )
+            model = await asyncio.to_thread(self.codec_loader, s, device)
         options = MossCodecOptions(
             max_streams=s.MOSS_CODEC_MAX_STREAMS,
             window_s=s.BATCH_WINDOW_MS / 1000,
