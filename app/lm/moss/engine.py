@@ -180,6 +180,11 @@ class MossFrameEngine:
             raise InvalidRequest(f"a MOSS job's prefill must be (T, {COLUMNS}) rows")
         if job.max_frames < 1:
             raise InvalidRequest("max_tokens must be at least 1", param="max_tokens")
+        sampling = job.sampling
+        if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.repetition_penalty <= 0:
+            raise InvalidRequest("temperature must be >= 0, top_p in (0, 1] and repetition_penalty > 0")
+        if sampling.repetition_window < 0:
+            raise InvalidRequest("repetition_window must be >= 0")
         needed = rows + job.max_frames
         if needed > self.loaded.max_positions:
             raise InvalidRequest(

@@ -203,7 +203,7 @@ def load_moss_lm(
 
     ``revision`` is accepted for the Hub; this build always takes the cached/default snapshot.
     """
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PretrainedConfig
 
     del revision  # app.hub downloads the default revision
     directory = hub.resolve(source, HUB_PATTERNS, REQUIRED)
@@ -212,7 +212,9 @@ def load_moss_lm(
     chosen_attention = choose_attention(attention, where)
     model, config = build_model(directory, where, chosen_dtype, chosen_attention)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        # a bare config: transformers does not know model_type "moss_tts_realtime" (it would warn); the
+        # tokenizer class comes from tokenizer_config.json
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), config=PretrainedConfig())
     except (OSError, ValueError) as exc:
         raise MossCheckpointError(f"cannot load the tokenizer in {directory}: {exc}") from exc
     return LoadedMoss(

@@ -237,6 +237,15 @@ async def test_refusals_come_before_any_frame(loaded: LoadedMoss, prompter: Moss
         too_long = prompter.job("Long.", reference=None, max_frames=990, sampling=GREEDY)
         with pytest.raises(InvalidRequest, match="cache budget"):
             await engine.stream(too_long).__anext__()
+        for bad in (
+            FrameSampling(temperature=-1),
+            FrameSampling(top_p=0),
+            FrameSampling(repetition_window=-2),
+        ):
+            with pytest.raises(InvalidRequest):
+                await engine.stream(
+                    prompter.job("Bad.", reference=None, max_frames=2, sampling=bad)
+                ).__anext__()
         past_window = prompter.job("Long.", reference=None, max_frames=loaded.max_positions, sampling=GREEDY)
         with pytest.raises(InvalidRequest, match="positions"):
             await engine.stream(past_window).__anext__()
