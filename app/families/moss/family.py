@@ -161,7 +161,10 @@ class MossUtterance:
             )
             async for chunk in chunks:
                 yield chunk
-        finally:
+        except Exception:
+            stats.finish_reason = "error"
+            raise
+        finally:  # closed by its consumer (GeneratorExit) or cancelled: "cancelled" below
             with anyio.CancelScope(shield=True):
                 if chunks is not None:
                     await chunks.aclose()

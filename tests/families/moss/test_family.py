@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +12,12 @@ import pytest
 import soundfile as sf
 import torch
 
-from app.core.errors import InvalidRequest, Unavailable
+from app.core.errors import BackendError, InvalidRequest, Unavailable
 from app.core.family import ReferenceVoice, Sampling, SpeechJob
 from app.core.stats import UtteranceStats
 from app.families.moss.family import MIN_ROOM_FRAMES, MossFamily, model_ids
 from app.families.moss.voices import DEFAULT_VOICE
+from app.lm.moss.types import FrameJob
 from tests.fakes.fake_moss import FRAMES_PER_ID, SYSTEM_ROWS
 from tests.families.moss.conftest import Parts, build, moss_settings
 
@@ -94,6 +97,25 @@ async def test_an_engine_that_refuses_leaves_no_codec_stream(moss: Parts) -> Non
     moss.engine.full = True
     with pytest.raises(Unavailable):
         await speak_all(moss.family, job(moss.family))
+    assert moss.family.codec is not None and moss.family.codec.live_streams == 0
+
+
+async def test_an_engine_failure_mid_stream_is_an_error(moss: Parts) -> None:
+    failing = moss.engine.stream
+
+    async def fails_after_a_frame(frame_job: FrameJob) -> AsyncGenerator[np.ndarray, None]:
+        async with contextlib.aclosing(failing(frame_job)) as inner:  # the row ends with the failure
+            async for frames in inner:
+                yield frames
+                raise BackendError("the row failed")
+
+    moss.engine.stream = fails_after_a_frame  # type: ignore[method-assign]
+    stats = UtteranceStats()
+    chunks = (await moss.family.plan(job(moss.family))).stream(stats)
+    with pytest.raises(BackendError):
+        async for _ in chunks:
+            pass
+    assert stats.finish_reason == "error" and moss.engine.open_rows == 0
     assert moss.family.codec is not None and moss.family.codec.live_streams == 0
 
 
