@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     import torch
 
     from app.codec.moss.model import MossAudioCodec
-    from app.codec.moss.service import MossCodecService
+    from app.codec.moss.service import MossCodecService, MossStream
     from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,24 @@ def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | Non
     from app.codec.shared_codes import shared_codes_for  # imports redis: only when it is used
 
     return shared_codes_for(settings, NAME)
+
+
+class _Decoder:
+    """The utterance's codec stream, opened with its first chunk: a request waiting for a row of the
+    engine holds no decoder state (~180 MB in float32)."""
+
+    def __init__(self, codec: MossCodecService) -> None:
+        self.codec = codec
+        self.stream: MossStream | None = None
+
+    async def __call__(self, frames: np.ndarray) -> np.ndarray:
+        if self.stream is None:
+            self.stream = self.codec.open_stream()  # 503 when MOSS_CODEC_MAX_STREAMS are open
+        return await self.stream.decode(frames)
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
 
 
 class MossUtterance:
@@ -148,7 +166,7 @@ class MossUtterance:
         lm, codec = family.parts()
         stats.prompt_tokens = int(self.job.prefill.shape[0])
         started = time.perf_counter()
-        decoder = codec.open_stream()  # 503 when MOSS_CODEC_MAX_STREAMS are open
+        decoder = _Decoder(codec)
         frames: AsyncGenerator[np.ndarray, None] | None = None
         chunks: AsyncGenerator[np.ndarray, None] | None = None
         made: list[np.ndarray] = []
@@ -156,7 +174,7 @@ class MossUtterance:
             frames = lm.engine.stream(self.job)
             chunks = traced_stream(
                 start_span("tts.stream", self.attributes()),
-                speak(frames, decoder.decode, family.schedule, self.job.max_frames, stats, made),
+                speak(frames, decoder, family.schedule, self.job.max_frames, stats, made),
                 stats.span_attributes,
             )
             async for chunk in chunks:

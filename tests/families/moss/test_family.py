@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from collections.abc import AsyncGenerator
@@ -91,6 +92,19 @@ async def test_closing_the_stream_closes_the_engine_row_and_the_codec_stream(mos
         moss.engine.open_rows == 0 and moss.family.codec is not None and moss.family.codec.live_streams == 0
     )
     assert stats.finish_reason == "cancelled" and stats.codes < 80
+
+
+async def test_the_codec_stream_opens_with_the_first_frames(moss: Parts) -> None:
+    moss.engine.delay_s = 0.3  # the row waits before its first frame (as behind a full batch)
+    chunks = (await moss.family.plan(job(moss.family))).stream(UtteranceStats())
+    first = asyncio.ensure_future(anext(chunks))
+    await asyncio.sleep(0.1)
+    assert moss.engine.open_rows == 1 and moss.family.codec is not None
+    assert moss.family.codec.live_streams == 0  # no decoder state held while waiting
+    await first
+    assert moss.family.codec.live_streams == 1
+    await chunks.aclose()
+    assert moss.family.codec.live_streams == 0
 
 
 async def test_an_engine_that_refuses_leaves_no_codec_stream(moss: Parts) -> None:
