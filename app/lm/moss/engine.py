@@ -251,20 +251,25 @@ class MossFrameEngine:
         waiting: deque[_Row] = deque()
         admitted: deque[_Row] = deque()  # prefilling (the head) or about to
         batch = _Batch()
-        with torch.inference_mode():
-            self._local = loaded.model.local_transformer.new_cache(self.max_batch)
-            while True:
-                idle = not (waiting or admitted or batch.rows)
-                if not self._take(waiting, block=idle) or self._closing.is_set():
-                    break
-                self._drop_cancelled(waiting, admitted, batch)
-                self._admit(waiting, admitted, batch)
-                if admitted:
-                    self._prefill_step(admitted, batch)
-                if batch.rows:
-                    self._step(batch)
-        closed = Unavailable("the MOSS frame engine is shutting down")
-        while True:  # rows submitted after the sentinel
+        end: APIError = Unavailable("the MOSS frame engine is shutting down")
+        try:
+            with torch.inference_mode():
+                self._local = loaded.model.local_transformer.new_cache(self.max_batch)
+                while True:
+                    idle = not (waiting or admitted or batch.rows)
+                    if not self._take(waiting, block=idle) or self._closing.is_set():
+                        break
+                    self._drop_cancelled(waiting, admitted, batch)
+                    self._admit(waiting, admitted, batch)
+                    if admitted:
+                        self._prefill_step(admitted, batch)
+                    if batch.rows:
+                        self._step(batch)
+        except Exception as exc:  # a bug outside any row's work: fail every row rather than hang them
+            end = BackendError(f"the MOSS frame engine stopped: {exc!r}")
+        with self._lock:
+            self._closing.set()  # nothing new is queued from here on
+        while True:  # rows queued but not taken yet
             try:
                 late = self._jobs.get_nowait()
             except queue.Empty:
@@ -272,7 +277,7 @@ class MossFrameEngine:
             if late is not None:
                 waiting.append(late)
         for row in [*waiting, *admitted, *batch.rows]:
-            row.finish(closed)
+            row.finish(end)
 
     def _take(self, waiting: deque[_Row], block: bool) -> bool:
         """Move queued rows to ``waiting`` (blocking for one when idle); False on the ``None`` sentinel."""
@@ -369,7 +374,7 @@ class MossFrameEngine:
         for row in rows:
             k = row.frames - 1  # the frame fed now; the text id beside it
             texts.append(row.tail[k] if k < len(row.tail) else text_pad)
-        audio = torch.stack([row.history[row.frames - 1] for row in rows if row.history is not None])
+        audio = torch.stack([row.history[row.frames - 1] for row in rows])  # type: ignore[index]  # set by _prepare
         text = torch.tensor(texts, dtype=torch.long, device=device)
         inputs = torch.cat([text[:, None], audio], dim=1)[:, None]  # [B, 1, 17]
         mask = None  # rows of one length: the plain causal path

@@ -298,3 +298,23 @@ async def test_cuda_defaults_and_batched_equals_alone_on_cuda(moss_tts_dir: Path
     for want, have in zip(expected, got, strict=True):
         assert (want == have).mean() > 0.9  # TF32/kernel choice may flip near-ties on a GPU
     assert len(await alone(cuda, todo[1])) == 20
+
+
+async def test_a_broken_loop_fails_its_rows_instead_of_hanging(
+    loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("loop bug")
+
+    monkeypatch.setattr(MossFrameEngine, "_admit", broken)
+    engine = MossFrameEngine(loaded)
+    engine.start()
+    job = prompter.job("Never runs.", reference=None, max_frames=3)
+    try:
+        with pytest.raises(BackendError, match="loop bug"):
+            await asyncio.wait_for(collect(engine, job), timeout=30)
+        with pytest.raises(Unavailable):
+            await engine.stream(job).__anext__()
+        assert not engine.ready()
+    finally:
+        await engine.close()
