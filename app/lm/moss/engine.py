@@ -102,7 +102,11 @@ class _Batch:
 
 
 class MossFrameEngine:
-    """Streams frames for ``FrameJob``s, many at once, on one loaded model (see the module docstring)."""
+    """Streams frames for ``FrameJob``s, many at once, on one loaded model (see the module docstring).
+
+    ``max_cached_rows`` bounds the backbone KV cache: ``row_bytes()`` each (112 KiB per row in bfloat16
+    at the released size, 224 KiB in float32), so the default 32768 rows is 3.7 GB in bfloat16.
+    """
 
     def __init__(
         self,
@@ -152,6 +156,14 @@ class MossFrameEngine:
         await asyncio.to_thread(self._thread.join)
         self._thread = None
 
+    def row_bytes(self) -> int:
+        """Bytes of backbone keys and values one cached row takes."""
+        language = self.loaded.model.config.language
+        head_dim = int(language.get("head_dim") or language["hidden_size"] // language["num_attention_heads"])
+        kv_heads = int(language.get("num_key_value_heads") or language["num_attention_heads"])
+        per_value = torch.empty((), dtype=self.loaded.dtype).element_size()
+        return 2 * int(language["num_hidden_layers"]) * kv_heads * head_dim * per_value
+
     def ready(self) -> bool:
         """True while the thread runs."""
         return self._thread is not None and self._thread.is_alive()
@@ -166,6 +178,7 @@ class MossFrameEngine:
             "attention": loaded.attention,
             "max_batch": self.max_batch,
             "max_cached_rows": self.max_cached_rows,
+            "cache_bytes": self.max_cached_rows * self.row_bytes(),
             "why": (
                 "bfloat16 and sdpa by default on an accelerator"
                 if accelerator

@@ -257,6 +257,7 @@ async def test_close_ends_open_streams_with_unavailable(loaded: LoadedMoss, prom
     engine = MossFrameEngine(loaded)
     engine.start()
     assert engine.ready() and engine.details()["device"] == "cpu"
+    assert engine.row_bytes() == 2 * 2 * 2 * 8 * 4  # K and V x 2 layers x 2 kv heads x head_dim 8, float32
     stream = engine.stream(prompter.job("Open.", reference=None, max_frames=1000, sampling=GREEDY))
     await stream.__anext__()
     await engine.close()
