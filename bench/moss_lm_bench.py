@@ -15,7 +15,7 @@ each prefill is cut from the front to ``--prefill-rows`` (default 110: about wha
 makes of this prompt with a 2 s reference), keeping the voice rows, the assistant prefix and the text.
 
 - ``split``: N streams stepping together, driven directly (no engine; N = 1 is the per-frame latency):
-  each step's backbone forward (one row per stream), its 16 local forwards and the 16 x N samplings,
+  each step's backbone forward (one row per stream), its 16 local forwards and its 16 batched samplings,
   timed apart; medians over ``--frames`` frames after the prefill (the first frame excluded). The
   batching ceiling, free of the engine's scheduling and of prefills.
 - ``engine``: N requests of ``--frames`` frames each submitted together to ``MossFrameEngine``
@@ -50,7 +50,7 @@ from app.lm.moss.engine import MossFrameEngine
 from app.lm.moss.loader import LoadedMoss, choose_attention, choose_dtype, load_moss_lm, special_ids
 from app.lm.moss.model import MossTTSRealtime
 from app.lm.moss.prompt import MossPrompter
-from app.lm.moss.sampling import choose_code, recent_codes
+from app.lm.moss.sampling import RowParams, choose_codes
 from app.lm.moss.types import FrameJob, FrameSampling
 from app.tools.fixtures.lm import write_byte_tokenizer
 from app.tools.fixtures.moss_tts import PAD_TOKEN, SPECIAL_TOKENS, TINY_MOSS_TTS_CONFIG, random_moss_lm
@@ -108,7 +108,11 @@ def split(loaded: LoadedMoss, args: argparse.Namespace, streams: int = 1) -> dic
     model, device = loaded.model, loaded.device
     local = model.local_transformer
     jobs = [job(loaded, args, seed=1 + i) for i in range(streams)]  # same length: no padding needed
-    generators = [torch.Generator(device=device).manual_seed(1 + i) for i in range(streams)]
+    generators: list[torch.Generator | None] = [
+        torch.Generator(device=device).manual_seed(1 + i) for i in range(streams)
+    ]
+    params = RowParams.of([j.sampling for j in jobs], device)
+    window = jobs[0].sampling.repetition_window
     history = torch.zeros((streams, args.frames, 16), dtype=torch.long, device=device)
     cache = local.new_cache(streams)
     times: dict[str, list[float]] = {"backbone_ms": [], "local_ms": [], "sampling_ms": []}
@@ -137,10 +141,8 @@ def split(loaded: LoadedMoss, args: argparse.Namespace, streams: int = 1) -> dic
                 logits = local.step(head, x, cache)
                 synchronize(device)
                 middle = time.perf_counter()
-                for i, the_job in enumerate(jobs):
-                    params = the_job.sampling
-                    recent = recent_codes(history[i, :frame], head, params.repetition_window)
-                    history[i, frame, head] = choose_code(logits[i], head, recent, params, generators[i])
+                recent = history[:, max(0, frame - window) : frame, head]
+                history[:, frame, head], _ = choose_codes(logits, head, recent, params, generators)
                 local_s += middle - started
                 sampling_s += time.perf_counter() - middle
             times["local_ms"].append(local_s * 1e3)
