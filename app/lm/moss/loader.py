@@ -199,14 +199,11 @@ def load_moss_lm(
     attention: str = "auto",
     revision: str | None = None,
 ) -> LoadedMoss:
-    """Load the model and tokenizer of ``source`` (directory or HF id; blocking, run in a thread).
-
-    ``revision`` is accepted for the Hub; this build always takes the cached/default snapshot.
-    """
+    """Load the model and tokenizer of ``source`` (a directory, or a HF id downloaded at ``revision``
+    through ``app.hub``; blocking, run in a thread)."""
     from transformers import AutoTokenizer, PretrainedConfig
 
-    del revision  # app.hub downloads the default revision
-    directory = hub.resolve(source, HUB_PATTERNS, REQUIRED)
+    directory = hub.resolve(source, HUB_PATTERNS, REQUIRED, revision=revision)
     where = resolve_device(device)
     chosen_dtype = choose_dtype(dtype, where)
     chosen_attention = choose_attention(attention, where)
