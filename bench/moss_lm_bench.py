@@ -14,8 +14,10 @@ tokenizer spells text byte by byte (the system prompt alone is ~390 rows, agains
 each prefill is cut from the front to ``--prefill-rows`` (default 110: about what the real tokenizer
 makes of this prompt with a 2 s reference), keeping the voice rows, the assistant prefix and the text.
 
-- ``split``: one stream, driven directly (no engine): each frame's backbone step (one row), its 16 local
-  forwards and its 16 samplings, timed apart; medians over ``--frames`` frames after the prefill.
+- ``split``: N streams stepping together, driven directly (no engine; N = 1 is the per-frame latency):
+  each step's backbone forward (one row per stream), its 16 local forwards and its 16 batched samplings,
+  timed apart; medians over ``--frames`` frames after the prefill (the first frame excluded). The
+  batching ceiling, free of the engine's scheduling and of prefills.
 - ``engine``: N requests of ``--frames`` frames each submitted together to ``MossFrameEngine``
   (``max_batch`` = the largest N): aggregate frames per wall second, and each request's time to its
   first frame (prefills run one chunk between steps, so later requests wait for earlier prefills).
@@ -48,7 +50,7 @@ from app.lm.moss.engine import MossFrameEngine
 from app.lm.moss.loader import LoadedMoss, choose_attention, choose_dtype, load_moss_lm, special_ids
 from app.lm.moss.model import MossTTSRealtime
 from app.lm.moss.prompt import MossPrompter
-from app.lm.moss.sampling import choose_code, recent_codes
+from app.lm.moss.sampling import RowParams, choose_codes
 from app.lm.moss.types import FrameJob, FrameSampling
 from app.tools.fixtures.lm import write_byte_tokenizer
 from app.tools.fixtures.moss_tts import PAD_TOKEN, SPECIAL_TOKENS, TINY_MOSS_TTS_CONFIG, random_moss_lm
@@ -100,18 +102,23 @@ def job(loaded: LoadedMoss, args: argparse.Namespace, seed: int) -> FrameJob:
     return full
 
 
-def split(loaded: LoadedMoss, args: argparse.Namespace) -> dict[str, Any]:
-    """Per-frame backbone / local / sampling times of one stream (ms, medians), and its prefill."""
+def split(loaded: LoadedMoss, args: argparse.Namespace, streams: int = 1) -> dict[str, Any]:
+    """``streams`` rows stepping together, driven directly (no engine): per-step backbone / local /
+    sampling times (ms, medians over the frames after the first) and the frames per second that makes."""
     model, device = loaded.model, loaded.device
     local = model.local_transformer
-    the_job = job(loaded, args, seed=1)
-    params = the_job.sampling
-    generator = torch.Generator(device=device).manual_seed(1)
-    history = torch.zeros((args.frames, 16), dtype=torch.long, device=device)
-    cache = local.new_cache(1)
+    jobs = [job(loaded, args, seed=1 + i) for i in range(streams)]  # same length: no padding needed
+    generators: list[torch.Generator | None] = [
+        torch.Generator(device=device).manual_seed(1 + i) for i in range(streams)
+    ]
+    params = RowParams.of([j.sampling for j in jobs], device)
+    window = jobs[0].sampling.repetition_window
+    history = torch.zeros((streams, args.frames, 16), dtype=torch.long, device=device)
+    cache = local.new_cache(streams)
     times: dict[str, list[float]] = {"backbone_ms": [], "local_ms": [], "sampling_ms": []}
+    tail = jobs[0].text_tail
     with torch.inference_mode():
-        rows = torch.from_numpy(the_job.prefill).to(device)[None]
+        rows = torch.from_numpy(np.stack([j.prefill for j in jobs])).to(device)
         started = time.perf_counter()
         hidden, kv = model.backbone(rows, None)
         synchronize(device)
@@ -119,13 +126,10 @@ def split(loaded: LoadedMoss, args: argparse.Namespace) -> dict[str, Any]:
         for frame in range(args.frames):
             started = time.perf_counter()
             if frame:
-                text = (
-                    the_job.text_tail[frame - 1]
-                    if frame - 1 < len(the_job.text_tail)
-                    else loaded.ids.text_pad
-                )
-                row = torch.cat([torch.tensor([text], device=device), history[frame - 1]])[None, None]
-                hidden, kv = model.backbone(row, kv)
+                text = tail[frame - 1] if frame - 1 < len(tail) else loaded.ids.text_pad
+                texts = torch.full((streams, 1), text, dtype=torch.long, device=device)
+                step = torch.cat([texts, history[:, frame - 1]], dim=1)[:, None]
+                hidden, kv = model.backbone(step, kv)
                 synchronize(device)
             times["backbone_ms"].append((time.perf_counter() - started) * 1e3)
             local_s = sampling_s = 0.0
@@ -133,22 +137,25 @@ def split(loaded: LoadedMoss, args: argparse.Namespace) -> dict[str, Any]:
             for head in range(16):
                 started = time.perf_counter()
                 if head:
-                    x = local.embed(head, history[frame, head - 1 : head])
+                    x = local.embed(head, history[:, frame, head - 1])
                 logits = local.step(head, x, cache)
                 synchronize(device)
                 middle = time.perf_counter()
-                recent = recent_codes(history[:frame], head, params.repetition_window)
-                history[frame, head] = choose_code(logits[0], head, recent, params, generator)
+                recent = history[:, max(0, frame - window) : frame, head]
+                history[:, frame, head], _ = choose_codes(logits, head, recent, params, generators)
                 local_s += middle - started
                 sampling_s += time.perf_counter() - middle
             times["local_ms"].append(local_s * 1e3)
             times["sampling_ms"].append(sampling_s * 1e3)
-    medians = {
-        key: statistics.median(values[1:] if key == "backbone_ms" else values)
-        for key, values in times.items()
+    medians = {key: statistics.median(values[1:]) for key, values in times.items()}
+    medians["step_ms"] = sum(medians.values())
+    return {
+        "streams": streams,
+        "prefill_rows": int(rows.shape[1]),
+        "prefill_ms": prefill_ms,
+        **medians,
+        "frames_per_s": streams * 1e3 / medians["step_ms"],
     }
-    medians["frame_ms"] = sum(medians.values())
-    return {"prefill_rows": int(rows.shape[1]), "prefill_ms": prefill_ms, **medians}
 
 
 async def engine_run(
@@ -237,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--attention", default="auto")
-    parser.add_argument("--frames", type=int, default=8, help="frames per request")
+    parser.add_argument("--frames", type=int, default=16, help="frames per request")
     parser.add_argument("--concurrency", default="1,4,8")
     parser.add_argument("--reference-frames", type=int, default=25)
     parser.add_argument(
@@ -263,18 +270,23 @@ def main(argv: list[str] | None = None) -> None:
         "size": "tiny" if args.tiny else ("checkpoint" if args.model_dir else "full (random)"),
         "frames_per_request": args.frames,
     }
-    report["split"] = split(loaded, args)
+    report["split"] = [split(loaded, args, n) for n in counts]
     report["engine"] = [asyncio.run(engine_run(loaded, args, n, max(counts))) for n in counts]
     report["attention_compare"] = attention_compare(loaded, args)
     print(json.dumps(report, indent=2))
-    s = report["split"]
     print(
         f"\n{report['cpu']}, {report['torch_threads']} threads, {report['dtype']}, {report['attention']}, "
-        f"{report['size']}\nprefill {s['prefill_rows']} rows: {s['prefill_ms']:.0f} ms\n"
-        f"per frame (1 stream): backbone {s['backbone_ms']:.1f} ms + local {s['local_ms']:.1f} ms + "
-        f"sampling {s['sampling_ms']:.1f} ms = {s['frame_ms']:.1f} ms (real time needs 80 ms)",
+        f"{report['size']}; real time needs 12.5 frames/s per stream",
         file=sys.stderr,
     )
+    for s in report["split"]:
+        print(
+            f"lockstep {s['streams']}: prefill {s['prefill_rows']} rows x {s['streams']}: "
+            f"{s['prefill_ms']:.0f} ms;"
+            f" step: backbone {s['backbone_ms']:.1f} + local {s['local_ms']:.1f} + sampling "
+            f"{s['sampling_ms']:.1f} = {s['step_ms']:.1f} ms -> {s['frames_per_s']:.2f} frames/s",
+            file=sys.stderr,
+        )
     for run in report["engine"]:
         print(
             f"{run['streams']} streams: {run['frames_per_s']:.2f} frames/s together, "

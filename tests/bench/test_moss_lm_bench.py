@@ -23,9 +23,12 @@ def one_torch_thread() -> Iterator[None]:
 def test_tiny_run_reports_every_measurement(capsys: pytest.CaptureFixture[str]) -> None:
     main(["--tiny", "--frames", "3", "--concurrency", "1,3", "--repeats", "1", "--prefill-rows", "40"])
     report = json.loads(capsys.readouterr().out)
-    split = report["split"]
-    assert split["prefill_rows"] == 40
-    assert split["frame_ms"] == pytest.approx(split["backbone_ms"] + split["local_ms"] + split["sampling_ms"])
+    for split, streams in zip(report["split"], (1, 3), strict=True):
+        assert split["streams"] == streams and split["prefill_rows"] == 40
+        assert split["step_ms"] == pytest.approx(
+            split["backbone_ms"] + split["local_ms"] + split["sampling_ms"]
+        )
+        assert split["frames_per_s"] == pytest.approx(streams * 1e3 / split["step_ms"])
     runs = {run["streams"]: run for run in report["engine"]}
     assert runs[1]["frames"] == 3 and runs[3]["frames"] == 9
     assert all(run["frames_per_s"] > 0 and run["first_frame_ms_median"] > 0 for run in runs.values())

@@ -13,13 +13,15 @@ The thread loops:
    0 (16 local sub-steps) and joins the batch;
 5. run one step over the batch: ONE backbone forward over every row's new row ``[text, previous frame]``
    (per-row positions, left-padded cache: ``app.lm.padded_cache``), then 16 local sub-steps batched over
-   the rows, each followed by every row's own sampling (its parameters, its ``torch.Generator``, its
-   repetition history); rows that sampled EOS on codebook 0 or reached ``max_frames`` leave.
+   the rows, each followed by the rows' sampling, batched (``sampling.choose_codes``) but with every
+   row's own parameters, ``torch.Generator`` and repetition history; rows that sampled EOS on codebook
+   0 or reached ``max_frames`` leave.
 
 The forwards (``MossTTSRealtime.backbone``, ``LocalTransformer.step``) contain no sampling and no host
-synchronisation, so a CUDA/NPU graph could capture them later; sampling (``sampling.choose_code``) runs
-between them. A request's frames depend only on its own job and seed, not on who shares its steps
-(tested: batched equals alone, float32). A failure in one row's prefill or sampling fails that row alone;
+synchronisation, so a CUDA/NPU graph could capture them later; sampling (``sampling.choose_codes``) runs
+between them, on the device too: one host read per step (the frames, to post them and see EOS). A
+request's frames depend only on its own job and seed, not on who shares its steps (tested: batched
+equals alone, float32). A failure in one row's prefill or sampling fails that row alone;
 a failure of the shared backbone forward fails the rows of that step.
 """
 
@@ -41,7 +43,7 @@ from app.core.device import set_current
 from app.core.errors import APIError, BackendError, InvalidRequest, RateLimited, Unavailable
 from app.lm.moss.loader import LoadedMoss
 from app.lm.moss.local import LocalCache
-from app.lm.moss.sampling import choose_code, recent_codes
+from app.lm.moss.sampling import RowParams, choose_codes
 from app.lm.moss.types import AUDIO_EOS, CODEBOOKS, COLUMNS, FrameJob
 from app.lm.padded_cache import append_rows, keep_rows
 
@@ -102,7 +104,11 @@ class _Batch:
 
 
 class MossFrameEngine:
-    """Streams frames for ``FrameJob``s, many at once, on one loaded model (see the module docstring)."""
+    """Streams frames for ``FrameJob``s, many at once, on one loaded model (see the module docstring).
+
+    ``max_cached_rows`` bounds the backbone KV cache: ``row_bytes()`` each (112 KiB per row in bfloat16
+    at the released size, 224 KiB in float32), so the default 32768 rows is 3.7 GB in bfloat16.
+    """
 
     def __init__(
         self,
@@ -152,6 +158,14 @@ class MossFrameEngine:
         await asyncio.to_thread(self._thread.join)
         self._thread = None
 
+    def row_bytes(self) -> int:
+        """Bytes of backbone keys and values one cached row takes."""
+        language = self.loaded.model.config.language
+        head_dim = int(language.get("head_dim") or language["hidden_size"] // language["num_attention_heads"])
+        kv_heads = int(language.get("num_key_value_heads") or language["num_attention_heads"])
+        per_value = torch.empty((), dtype=self.loaded.dtype).element_size()
+        return 2 * int(language["num_hidden_layers"]) * kv_heads * head_dim * per_value
+
     def ready(self) -> bool:
         """True while the thread runs."""
         return self._thread is not None and self._thread.is_alive()
@@ -166,6 +180,7 @@ class MossFrameEngine:
             "attention": loaded.attention,
             "max_batch": self.max_batch,
             "max_cached_rows": self.max_cached_rows,
+            "cache_bytes": self.max_cached_rows * self.row_bytes(),
             "why": (
                 "bfloat16 and sdpa by default on an accelerator"
                 if accelerator
@@ -251,20 +266,25 @@ class MossFrameEngine:
         waiting: deque[_Row] = deque()
         admitted: deque[_Row] = deque()  # prefilling (the head) or about to
         batch = _Batch()
-        with torch.inference_mode():
-            self._local = loaded.model.local_transformer.new_cache(self.max_batch)
-            while True:
-                idle = not (waiting or admitted or batch.rows)
-                if not self._take(waiting, block=idle) or self._closing.is_set():
-                    break
-                self._drop_cancelled(waiting, admitted, batch)
-                self._admit(waiting, admitted, batch)
-                if admitted:
-                    self._prefill_step(admitted, batch)
-                if batch.rows:
-                    self._step(batch)
-        closed = Unavailable("the MOSS frame engine is shutting down")
-        while True:  # rows submitted after the sentinel
+        end: APIError = Unavailable("the MOSS frame engine is shutting down")
+        try:
+            with torch.inference_mode():
+                self._local = loaded.model.local_transformer.new_cache(self.max_batch)
+                while True:
+                    idle = not (waiting or admitted or batch.rows)
+                    if not self._take(waiting, block=idle) or self._closing.is_set():
+                        break
+                    self._drop_cancelled(waiting, admitted, batch)
+                    self._admit(waiting, admitted, batch)
+                    if admitted:
+                        self._prefill_step(admitted, batch)
+                    if batch.rows:
+                        self._step(batch)
+        except Exception as exc:  # a bug outside any row's work: fail every row rather than hang them
+            end = BackendError(f"the MOSS frame engine stopped: {exc!r}")
+        with self._lock:
+            self._closing.set()  # nothing new is queued from here on
+        while True:  # rows queued but not taken yet
             try:
                 late = self._jobs.get_nowait()
             except queue.Empty:
@@ -272,7 +292,7 @@ class MossFrameEngine:
             if late is not None:
                 waiting.append(late)
         for row in [*waiting, *admitted, *batch.rows]:
-            row.finish(closed)
+            row.finish(end)
 
     def _take(self, waiting: deque[_Row], block: bool) -> bool:
         """Move queued rows to ``waiting`` (blocking for one when idle); False on the ``None`` sentinel."""
@@ -349,10 +369,10 @@ class MossFrameEngine:
                 return
             admitted.popleft()
             row.length = row.prefilled
-            (frame,) = self._frame(hidden, [row])
-            if isinstance(frame, Exception):
-                raise frame
-            if self._deliver(row, frame):
+            codes, host, failed = self._frame(hidden, [row])
+            if failed:
+                raise failed[0]
+            if self._deliver(row, codes[0], host[0]):
                 _join(batch, row)
                 self.peak_rows = max(self.peak_rows, len(batch.rows))
         except Exception as exc:
@@ -369,18 +389,19 @@ class MossFrameEngine:
         for row in rows:
             k = row.frames - 1  # the frame fed now; the text id beside it
             texts.append(row.tail[k] if k < len(row.tail) else text_pad)
-        audio = torch.stack([row.history[row.frames - 1] for row in rows if row.history is not None])
+        audio = torch.stack([row.history[row.frames - 1] for row in rows])  # type: ignore[index]  # set by _prepare
         text = torch.tensor(texts, dtype=torch.long, device=device)
         inputs = torch.cat([text[:, None], audio], dim=1)[:, None]  # [B, 1, 17]
         mask = None  # rows of one length: the plain causal path
         if any(row.length < batch.width for row in rows):
-            mask = torch.zeros((len(rows), batch.width + 1), dtype=torch.long, device=device)
+            padding = torch.zeros((len(rows), batch.width + 1), dtype=torch.long)
             for i, row in enumerate(rows):
-                mask[i, batch.width - row.length :] = 1
+                padding[i, batch.width - row.length :] = 1
+            mask = padding.to(device)
         positions = torch.tensor([[row.length] for row in rows], device=device)
         try:
             hidden, batch.cache = self.loaded.model.backbone(inputs, batch.cache, mask, positions)
-            frames = self._frame(hidden, rows)
+            codes, host, failed = self._frame(hidden, rows)
         except Exception as exc:
             for row in rows:
                 self._leave(row, _failure(exc))
@@ -389,54 +410,68 @@ class MossFrameEngine:
         self.steps += 1
         batch.width += 1
         done = []
-        for row, frame in zip(rows, frames, strict=True):
+        for i, row in enumerate(rows):
             row.length += 1
-            if isinstance(frame, Exception):
-                self._leave(row, _failure(frame))
+            if i in failed:
+                self._leave(row, _failure(failed[i]))
                 done.append(row)
-            elif not self._deliver(row, frame):
+            elif not self._deliver(row, codes[i], host[i]):
                 done.append(row)
         if done:
             _remove(batch, done)
 
-    def _frame(self, hidden: torch.Tensor, rows: list[_Row]) -> list[torch.Tensor | Exception]:
+    def _frame(
+        self, hidden: torch.Tensor, rows: list[_Row]
+    ) -> tuple[torch.Tensor, np.ndarray, dict[int, Exception]]:
         """The next frame of each row from its backbone state ``hidden`` [B, H]: 16 local forwards over
-        the rows, each followed by every row's own sampling. A row whose sampling raised gets its
-        exception instead (the others go on; its later codes are placeholders)."""
+        the rows, each followed by the rows' sampling in one batched call (``choose_codes``: each row its
+        own settings, repetition window and generator). A row whose draw raised gets its exception
+        instead (the others go on; its later codes are placeholders). Returns the frames [B, 16] on the
+        device and on the host (the step's one host read), and the failed rows."""
         local = self.loaded.model.local_transformer
         assert self._local is not None
-        codes = torch.zeros((len(rows), CODEBOOKS), dtype=torch.long, device=hidden.device)
+        device = hidden.device
+        params = RowParams.of([row.job.sampling for row in rows], device)
+        generators = [row.generator for row in rows]
+        recent = _recent(rows, device)
+        codes = torch.zeros((len(rows), CODEBOOKS), dtype=torch.long, device=device)
         failed: dict[int, Exception] = {}
         x = hidden
         for head in range(CODEBOOKS):
             if head:
                 x = local.embed(head, codes[:, head - 1])
             logits = local.step(head, x, self._local)
-            for i, row in enumerate(rows):
-                if i in failed:
-                    continue
-                assert row.history is not None
-                try:
-                    sampling = row.job.sampling
-                    recent = recent_codes(row.history[: row.frames], head, sampling.repetition_window)
-                    codes[i, head] = choose_code(logits[i], head, recent, sampling, row.generator)
-                except Exception as exc:
-                    failed[i] = exc
-        return [failed.get(i, codes[i]) for i in range(len(rows))]
+            codes[:, head], bad = choose_codes(logits, head, recent[:, :, head], params, generators)
+            for i, exc in bad.items():
+                failed.setdefault(i, exc)
+        return codes, codes.cpu().numpy(), failed
 
-    def _deliver(self, row: _Row, frame: torch.Tensor) -> bool:
-        """Post a row's new frame, or end it (EOS on codebook 0, max_frames); False once it has ended."""
+    def _deliver(self, row: _Row, frame: torch.Tensor, host: np.ndarray) -> bool:
+        """Post a row's new frame (``frame`` on the device, ``host`` its copy), or end it (EOS on codebook
+        0, max_frames); False once it has ended."""
         assert row.history is not None
-        if int(frame[0]) == AUDIO_EOS:
+        if host[0] == AUDIO_EOS:
             self._leave(row)
             return False
         row.history[row.frames] = frame
         row.frames += 1
-        row.post(frame.cpu().numpy()[None])
+        row.post(host[None].copy())
         if row.frames >= row.job.max_frames:
             self._leave(row)
             return False
         return True
+
+
+def _recent(rows: list[_Row], device: torch.device) -> torch.Tensor:
+    """Each row's last ``repetition_window`` frames of this turn, right-aligned and padded with -1:
+    [B, W, 16] with W the longest window in use."""
+    counts = [min(row.frames, max(row.job.sampling.repetition_window, 0)) for row in rows]
+    recent = torch.full((len(rows), max(counts), CODEBOOKS), -1, dtype=torch.long, device=device)
+    for i, (row, count) in enumerate(zip(rows, counts, strict=True)):
+        if count:
+            assert row.history is not None
+            recent[i, -count:] = row.history[row.frames - count : row.frames]
+    return recent
 
 
 def _join(batch: _Batch, row: _Row) -> None:

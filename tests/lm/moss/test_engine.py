@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import app.lm.moss.engine as engine_module
+import app.lm.moss.sampling as sampling_module
 from app.core.errors import BackendError, InvalidRequest, RateLimited, Unavailable
 from app.lm.moss.engine import MossFrameEngine
 from app.lm.moss.loader import LoadedMoss, load_moss_lm
@@ -167,46 +168,52 @@ async def test_closing_a_stream_removes_its_row_within_one_step(
 async def test_a_failing_row_fails_alone(
     loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = engine_module.choose_code
+    real = sampling_module.draw
+    draws: list[int] = []
 
-    def choose(logits: Any, head: int, recent: Any, params: FrameSampling, generator: Any) -> int:
-        if params.top_k == 7 and len(recent) >= 2:
-            raise RuntimeError("boom")
-        return real(logits, head, recent, params, generator)
+    def draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        if generator is not None and generator.initial_seed() == 777:
+            draws.append(1)
+            if len(draws) > 20:  # mid-stream: after its first frame went out
+                raise RuntimeError("boom")
+        return real(probs, generator)
 
-    good = prompter.job("The good row.", reference=None, max_frames=8, sampling=GREEDY)
-    bad = prompter.job(
-        "The bad row.", reference=None, max_frames=8, sampling=FrameSampling(top_k=7, temperature=0)
-    )
+    good = prompter.job("The good row.", reference=None, max_frames=8, sampling=FrameSampling(seed=5))
+    bad = prompter.job("The bad row.", reference=None, max_frames=8, sampling=FrameSampling(seed=777))
     expected = await alone(loaded, good)
-    monkeypatch.setattr(engine_module, "choose_code", choose)
+    monkeypatch.setattr(sampling_module, "draw", draw)
     engine = MossFrameEngine(loaded)
     engine.start()
+    bad_frames: list[np.ndarray] = []
+
+    async def bad_stream() -> None:
+        async for frames in engine.stream(bad):
+            bad_frames.append(frames)
+
     try:
-        results = await asyncio.gather(collect(engine, good), collect(engine, bad), return_exceptions=True)
+        results = await asyncio.gather(collect(engine, good), bad_stream(), return_exceptions=True)
         assert engine.ready()
     finally:
         await engine.close()
     assert np.array_equal(results[0], expected)
     assert isinstance(results[1], BackendError) and "boom" in str(results[1])
+    assert sum(len(f) for f in bad_frames) == 1  # its first frame, then the failure
 
 
 async def test_eos_on_codebook_zero_ends_the_stream_unyielded(
     loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = engine_module.choose_code
-    heads_after_eos: list[int] = []
+    real = engine_module.choose_codes
 
-    def choose(logits: Any, head: int, recent: Any, params: FrameSampling, generator: Any) -> int:
-        if head == 0 and len(recent) == 3:
-            heads_after_eos.append(head)
-            return 1026
-        return real(logits, head, recent, params, generator)
+    def choose(logits: torch.Tensor, head: int, recent: torch.Tensor, *args: Any) -> Any:
+        codes, failed = real(logits, head, recent, *args)
+        if head == 0:  # EOS once a row has made 3 frames
+            codes = torch.where((recent >= 0).sum(1) == 3, 1026, codes)
+        return codes, failed
 
-    monkeypatch.setattr(engine_module, "choose_code", choose)
+    monkeypatch.setattr(engine_module, "choose_codes", choose)
     job = prompter.job("Ends early.", reference=None, max_frames=50, sampling=GREEDY)
-    frames = await alone(loaded, job)
-    assert len(frames) == 3 and heads_after_eos == [0]
+    assert len(await alone(loaded, job)) == 3
 
 
 async def test_admission_waits_for_rows_and_the_cache_budget(
@@ -257,6 +264,7 @@ async def test_close_ends_open_streams_with_unavailable(loaded: LoadedMoss, prom
     engine = MossFrameEngine(loaded)
     engine.start()
     assert engine.ready() and engine.details()["device"] == "cpu"
+    assert engine.row_bytes() == 2 * 2 * 2 * 8 * 4  # K and V x 2 layers x 2 kv heads x head_dim 8, float32
     stream = engine.stream(prompter.job("Open.", reference=None, max_frames=1000, sampling=GREEDY))
     await stream.__anext__()
     await engine.close()
@@ -298,3 +306,23 @@ async def test_cuda_defaults_and_batched_equals_alone_on_cuda(moss_tts_dir: Path
     for want, have in zip(expected, got, strict=True):
         assert (want == have).mean() > 0.9  # TF32/kernel choice may flip near-ties on a GPU
     assert len(await alone(cuda, todo[1])) == 20
+
+
+async def test_a_broken_loop_fails_its_rows_instead_of_hanging(
+    loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("loop bug")
+
+    monkeypatch.setattr(MossFrameEngine, "_admit", broken)
+    engine = MossFrameEngine(loaded)
+    engine.start()
+    job = prompter.job("Never runs.", reference=None, max_frames=3)
+    try:
+        with pytest.raises(BackendError, match="loop bug"):
+            await asyncio.wait_for(collect(engine, job), timeout=30)
+        with pytest.raises(Unavailable):
+            await engine.stream(job).__anext__()
+        assert not engine.ready()
+    finally:
+        await engine.close()
