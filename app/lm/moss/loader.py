@@ -12,9 +12,9 @@ Defaults (``"auto"``):
 
 - dtype: bfloat16 on cuda and npu, float32 on cpu.
 - attention: ``sdpa`` on cuda and npu, and on cpu too: in float32 it gives eager's logits (max
-  difference 7e-6 at the released size; tested equal on the tiny model) and is not slower
-  (``bench/moss_lm_bench.py``, 2-core AMD EPYC, full size, float32: backbone step 290 ms with sdpa
-  against 298 ms eager, a frame's 16 local forwards 646 against 649 ms).
+  difference 7e-6 at the released size; tested equal on the tiny model) and is as fast
+  (``bench/moss_lm_bench.py``, 2-core AMD EPYC, full size, float32, two runs: backbone step 286-290 ms
+  with sdpa against 298-303 ms eager; a frame's 16 local forwards 646-662 ms against 649-651 ms, noise).
 - ``sdpa_fp32`` keeps the weights in the chosen dtype but computes ``softmax(q kᵀ/√d) v`` in float32
   (backbone through ``app.lm.attention``, local transformer by upcasting q, k, v).
 """
