@@ -28,7 +28,12 @@ TextLanguage = Annotated[Language, Field(description="Language of the text; auto
 Prompt = Annotated[
     str | None, Field(max_length=MAX_PROMPT_CHARS, description="Extra instructions for the llm mode.")
 ]
-Model = Annotated[str | None, Field(description="tts-1, tts-1-hd, gpt-4o-mini-tts or MODEL_NAME.")]
+Model = Annotated[
+    str | None,
+    Field(
+        description="tts-1, tts-1-hd, gpt-4o-mini-tts, or a loaded family's id (MODEL_NAME, MOSS_MODEL_NAME)."
+    ),
+]
 Format = Annotated[
     ResponseFormat, Field(description="pcm (24 kHz s16le mono), wav, mp3, opus (Ogg), aac (ADTS) or flac.")
 ]
