@@ -45,3 +45,11 @@ def tiny_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def moss_tts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random MOSS-TTS-Realtime checkpoint in the official layout (seed 0), written once."""
     return write_moss_tts(tmp_path_factory.mktemp("moss_tts") / "moss_tts", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_moss_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random MOSS codec checkpoint (official layout, seed 0), written once per session."""
+    from app.tools.fixtures.moss_codec import write_moss_codec
+
+    return write_moss_codec(tmp_path_factory.mktemp("moss_codec") / "tiny")

@@ -36,6 +36,7 @@ def test_importing_every_server_module_starts_nothing_and_loads_no_model_library
                 "app.lm.transformers",
                 "app.lm.batched",
                 "app.lm.attention",
+                "app.lm.padded_cache",
                 *(f"app.lm.moss.{name}" for name in ("model", "local", "loader", "sampling", "engine")),
             )
         )

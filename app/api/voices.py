@@ -34,7 +34,9 @@ def _registered(voice: RegisteredVoice) -> dict[str, Any]:
         "type": "registered",
         "aliases": [],
         "reference_text": voice.reference_text,
-        "duration_s": round(voice.n_codes / TOKENS_PER_SECOND, 2),
+        "duration_s": round(
+            voice.duration_s if voice.duration_s is not None else voice.n_codes / TOKENS_PER_SECOND, 2
+        ),
         "created_at": voice.created_at,
     }
 

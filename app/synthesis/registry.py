@@ -9,7 +9,9 @@ a message while a connection is down. Uniqueness (case-insensitive) and the voic
 by the store in one atomic step (a Lua script, or a host-wide file lock).
 
 Names are restricted to ``[A-Za-z0-9_-]{1,64}`` (safe as file names everywhere) and may not shadow a
-built-in voice or alias. A voice's codes are kept per model family (``{"neucodec": [...]}``). A store
+built-in voice or alias. A voice's codes are kept per model family (``{"neucodec": [...], "moss": [...]}``,
+flat and frame-major as each family's ``encode_reference`` returns them); its transcript may be empty
+when it was registered only for families that need none. A store
 that cannot be reached is a 503 (``Unavailable``) for whatever needs a registered voice; built-in
 voices never consult the registry.
 
@@ -46,8 +48,8 @@ RemoveResult = Literal["removed", "absent", "not_owner"]
 
 @dataclass(frozen=True)
 class RegisteredVoice:
-    """A registered voice: its transcript (normalized, as the LM sees it) and the clip's speech codes per
-    model family (``codes[family_name]``)."""
+    """A registered voice: its transcript (normalized, as the LM sees it; "" when none was given) and the
+    clip's speech codes per model family (``codes[family_name]``)."""
 
     name: str
     reference_text: str
@@ -55,6 +57,8 @@ class RegisteredVoice:
     created_at: int
     consent: str | None = None
     owner: str | None = None  # the tenant (key fingerprint) that registered it; None: keys were off
+    duration_s: float | None = None
+    """The clip's length; None in records written before it was kept."""
 
     @property
     def n_codes(self) -> int:
@@ -70,6 +74,7 @@ class RegisteredVoice:
             "created_at": self.created_at,
             "consent": self.consent,
             "owner": self.owner,
+            "duration_s": self.duration_s,
         }
 
     @classmethod
@@ -80,9 +85,10 @@ class RegisteredVoice:
             raise ValueError(f"unknown version {version!r}")
         name, text, codes = data.get("name"), data.get("reference_text"), data.get("codes")
         created, consent, owner = data.get("created_at"), data.get("consent"), data.get("owner")
+        duration = data.get("duration_s")
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError(f"bad name {name!r}")
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str):
             raise ValueError("missing reference_text")
         by_family = {LEGACY_FAMILY: codes} if version == 1 else codes
         if not isinstance(by_family, dict) or not by_family:
@@ -96,8 +102,11 @@ class RegisteredVoice:
             raise ValueError("bad created_at or consent")
         if owner is not None and not (isinstance(owner, str) and OWNER_RE.match(owner)):
             raise ValueError("bad owner")
+        if duration is not None and (not isinstance(duration, int | float) or duration < 0):
+            raise ValueError("bad duration_s")
         codes_by_family = {str(f): tuple(c) for f, c in by_family.items()}
-        return cls(name, text, codes_by_family, created, consent, owner)
+        seconds = None if duration is None else float(duration)
+        return cls(name, text, codes_by_family, created, consent, owner=owner, duration_s=seconds)
 
 
 class VoiceStoreError(Exception):
@@ -226,12 +235,15 @@ class VoiceRegistry:
         consent: str | None,
         now: int,
         owner: str | None = None,
+        duration_s: float | None = None,
     ) -> RegisteredVoice:
         """Store a new voice with its codes per family, owned by ``owner`` (a key's tenant; None when
         keys are off). Raises as ``check_name``; 503: store down."""
         await self.check_name(name)
         by_family = {f: tuple(c) for f, c in codes.items()}
-        voice = RegisteredVoice(name, reference_text, by_family, now, consent, owner)
+        voice = RegisteredVoice(
+            name, reference_text, by_family, now, consent, owner=owner, duration_s=duration_s
+        )
         try:
             result = await self.store.add(voice, self.max_voices)
         except VoiceStoreError as exc:

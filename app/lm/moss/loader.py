@@ -11,10 +11,10 @@ initialisation and never holds the weights twice.
 Defaults (``"auto"``):
 
 - dtype: bfloat16 on cuda and npu, float32 on cpu.
-- attention: ``sdpa`` on cuda and npu. On cpu also ``sdpa``: in float32 it gives the same frames as
-  ``eager`` (both compute the softmax in float32; tested) and was faster here (``bench/moss_lm_bench.py
-  --attention`` measures both: on the 2-core AMD EPYC of this project, sdpa ≈ eager on the backbone step
-  and faster on the local sub-steps).
+- attention: ``sdpa`` on cuda and npu, and on cpu too: in float32 it gives eager's logits (max
+  difference 7e-6 at the released size; tested equal on the tiny model) and is as fast
+  (``bench/moss_lm_bench.py``, 2-core AMD EPYC, full size, float32, two runs: backbone step 286-290 ms
+  with sdpa against 298-303 ms eager; a frame's 16 local forwards 646-662 ms against 649-651 ms, noise).
 - ``sdpa_fp32`` keeps the weights in the chosen dtype but computes ``softmax(q kᵀ/√d) v`` in float32
   (backbone through ``app.lm.attention``, local transformer by upcasting q, k, v).
 """
@@ -199,20 +199,19 @@ def load_moss_lm(
     attention: str = "auto",
     revision: str | None = None,
 ) -> LoadedMoss:
-    """Load the model and tokenizer of ``source`` (directory or HF id; blocking, run in a thread).
+    """Load the model and tokenizer of ``source`` (a directory, or a HF id downloaded at ``revision``
+    through ``app.hub``; blocking, run in a thread)."""
+    from transformers import AutoTokenizer, PretrainedConfig
 
-    ``revision`` is accepted for the Hub; this build always takes the cached/default snapshot.
-    """
-    from transformers import AutoTokenizer
-
-    del revision  # app.hub downloads the default revision
-    directory = hub.resolve(source, HUB_PATTERNS, REQUIRED)
+    directory = hub.resolve(source, HUB_PATTERNS, REQUIRED, revision=revision)
     where = resolve_device(device)
     chosen_dtype = choose_dtype(dtype, where)
     chosen_attention = choose_attention(attention, where)
     model, config = build_model(directory, where, chosen_dtype, chosen_attention)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+        # a bare config: transformers does not know model_type "moss_tts_realtime" (it would warn); the
+        # tokenizer class comes from tokenizer_config.json
+        tokenizer = AutoTokenizer.from_pretrained(str(directory), config=PretrainedConfig())
     except (OSError, ValueError) as exc:
         raise MossCheckpointError(f"cannot load the tokenizer in {directory}: {exc}") from exc
     return LoadedMoss(

@@ -16,6 +16,8 @@ Per codebook and frame (upstream ``streaming_mossttsrealtime.py``), on float32 l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from app.lm.moss.types import AUDIO_BOS, AUDIO_EOS, AUDIO_PAD, FrameSampling
@@ -71,7 +73,8 @@ def choose_code(
     generator: torch.Generator | None,
 ) -> int:
     """The code for codebook ``head`` from its [1027] logits; ``recent`` are this codebook's last
-    ``params.repetition_window`` codes of this turn (empty on frame 0)."""
+    ``params.repetition_window`` codes of this turn (empty on frame 0). One row, step by step: the
+    reference that ``choose_codes`` (what the engine runs, B rows at once) is tested against."""
     scores = mask_specials(logits.float(), head)
     scores = apply_repetition_penalty(scores, recent, params.repetition_penalty)
     if params.temperature < GREEDY_BELOW:
@@ -83,8 +86,73 @@ def choose_code(
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
-def recent_codes(history: torch.Tensor, head: int, window: int) -> torch.Tensor:
-    """Codebook ``head``'s codes in the last ``window`` frames of ``history`` [F, 16] (this turn)."""
-    if window <= 0:
-        return history[:0, head]
-    return history[-window:, head]
+@dataclass(frozen=True)
+class RowParams:
+    """Sampling settings of B rows as [B] tensors, for ``choose_codes``."""
+
+    temperature: torch.Tensor  # float
+    top_k: torch.Tensor  # long; <= 0 is off
+    top_p: torch.Tensor  # float; >= 1 is off
+    penalty: torch.Tensor  # float; 1 is off
+    sampling_rows: tuple[int, ...]  # the rows that sample (temperature > 0), known on the host
+
+    @classmethod
+    def of(cls, params: list[FrameSampling], device: torch.device) -> RowParams:
+        def column(values: list[float], dtype: torch.dtype) -> torch.Tensor:
+            return torch.tensor(values, dtype=dtype, device=device)
+
+        return cls(
+            column([p.temperature for p in params], torch.float32),
+            column([p.top_k for p in params], torch.long),
+            column([p.top_p for p in params], torch.float32),
+            column([p.repetition_penalty for p in params], torch.float32),
+            tuple(i for i, p in enumerate(params) if p.temperature >= GREEDY_BELOW),
+        )
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One row's multinomial draw from its [V] probabilities, on the device (no host sync): shape [1]."""
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def choose_codes(
+    logits: torch.Tensor,
+    head: int,
+    recent: torch.Tensor,
+    params: RowParams,
+    generators: list[torch.Generator | None],
+) -> tuple[torch.Tensor, dict[int, Exception]]:
+    """``choose_code`` for B rows at once, each with its own settings and generator: ``logits`` [B, 1027],
+    ``recent`` [B, W] this codebook's recent codes per row (-1 = none). Every step is one batched op
+    except each sampling row's ``draw``; nothing waits for the host. Returns the codes [B] (on the
+    device) and the rows whose draw raised (their code is 0)."""
+    rows, vocab = logits.shape
+    scores = mask_specials(logits.float(), head)
+    seen = torch.zeros((rows, vocab), dtype=torch.int32, device=scores.device)
+    seen.scatter_add_(1, recent.clamp(min=0), (recent >= 0).to(torch.int32))
+    penalty = params.penalty[:, None]
+    scores = torch.where(seen > 0, torch.where(scores > 0, scores / penalty, scores * penalty), scores)
+    codes = scores.argmax(-1)
+    if not params.sampling_rows:
+        return codes, {}
+    scores = scores / params.temperature.clamp(min=GREEDY_BELOW)[:, None]
+    descending = scores.sort(dim=-1, descending=True).values
+    k = params.top_k.clamp(1, vocab)
+    kth = descending.gather(1, (k - 1)[:, None])
+    k_off = (params.top_k <= 0) | (params.top_k >= vocab)
+    scores = scores.masked_fill((scores < kth) & ~k_off[:, None], float("-inf"))
+    ordered, order = scores.sort(dim=-1)
+    cumulative = torch.softmax(ordered, dim=-1).cumsum(-1)
+    drop = (cumulative <= (1.0 - params.top_p)[:, None]) & (params.top_p < 1.0)[:, None]
+    drop[:, -1] = False
+    scores = scores.masked_fill(torch.zeros_like(drop).scatter(1, order, drop), float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    failed: dict[int, Exception] = {}
+    sampled = codes.clone()
+    for i in params.sampling_rows:
+        try:
+            sampled[i] = draw(probs[i], generators[i])[0]
+        except Exception as exc:  # this row's draw alone (e.g. its logits went NaN)
+            failed[i] = exc
+            sampled[i] = 0
+    return sampled, failed

@@ -202,3 +202,30 @@ def test_a_sharded_checkpoint_loads(tmp_path: Path) -> None:
     loaded = load_moss_lm(str(directory))
     reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0).state_dict()
     assert all(torch.equal(loaded.model.state_dict()[k], v) for k, v in reference.items())
+
+
+def test_a_hub_id_downloads_through_app_hub(moss_tts_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    calls: list[dict[str, object]] = []
+
+    def fake_download(**kwargs: object) -> str:
+        calls.append(kwargs)
+        return str(moss_tts_dir)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_download)
+    loaded = load_moss_lm("OpenMOSS-Team/MOSS-TTS-Realtime", revision="v1")
+    assert loaded.ids.text_pad == loaded.tokenizer.convert_tokens_to_ids("<|text_pad|>")
+    assert calls[0]["repo_id"] == "OpenMOSS-Team/MOSS-TTS-Realtime" and calls[0]["revision"] == "v1"
+    patterns = calls[0]["allow_patterns"]
+    assert isinstance(patterns, list) and "*.safetensors" in patterns and "*.json" in patterns
+
+
+def test_a_bfloat16_checkpoint_loads_into_float32(tmp_path: Path) -> None:
+    directory = write_moss_tts(tmp_path / "bf16", dtype=torch.bfloat16)
+    assert json.loads((directory / "config.json").read_text())["dtype"] == "bfloat16"
+    loaded = load_moss_lm(str(directory))
+    assert loaded.dtype == torch.float32
+    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0).state_dict()
+    for key, tensor in loaded.model.state_dict().items():
+        assert torch.equal(tensor, reference[key].to(torch.bfloat16).float()), key

@@ -159,6 +159,8 @@ def test_the_fixture_tokenizer_gives_the_same_structure(moss_tts_dir: Path) -> N
     tokenizer = AutoTokenizer.from_pretrained(str(moss_tts_dir))
     ids = special_ids(tokenizer, read_config(moss_tts_dir))
     prompter = MossPrompter(tokenizer, ids)
+    assert ids.im_end not in prompter.text_ids("Bye<|im_end|>")  # spelled out, not the special token
+    assert ids.im_end in tokenizer("Bye<|im_end|>")["input_ids"]
     ref = frames(4, 3)
     for text in ("Selamat pagi, apa khabar semua?", "你好", "வணக்கம் உலகம்", "Hi"):
         job = prompter.job(text, reference=ref, max_frames=2)

@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from app.lm.moss.sampling import (
+    RowParams,
     apply_repetition_penalty,
     choose_code,
+    choose_codes,
     mask_specials,
-    recent_codes,
     top_k_filter,
     top_p_filter,
 )
@@ -38,14 +39,13 @@ def test_top_p_keeps_the_upstream_nucleus() -> None:
 
 def test_repetition_window_counts_each_code_once() -> None:
     history = torch.tensor([[0] * 16, [1] * 16, [1] * 16])  # codebook 0 saw 0, 1, 1
-    recent = recent_codes(history, 0, 2)
+    recent = history[-2:, 0]  # the window: this codebook's last 2 frames
     assert recent.tolist() == [1, 1]
     logits = torch.tensor([2.0, 2.0, -2.0, 4.0])
     out = apply_repetition_penalty(logits, recent, 2.0)
     assert out.tolist() == [2.0, 1.0, -2.0, 4.0]  # only token 1, divided once (not by 4)
     negative = apply_repetition_penalty(torch.tensor([1.0, -1.0]), torch.tensor([1]), 1.5)
     assert negative.tolist() == [1.0, -1.5]  # negative logits are multiplied
-    assert recent_codes(history, 3, 0).numel() == 0
 
 
 def test_pad_and_bos_are_never_chosen_and_eos_only_on_head_zero() -> None:
@@ -112,3 +112,32 @@ def test_sampled_frequencies_match_the_filtered_softmax(temperature: float) -> N
     assert counts[3] == 0  # cut by top-k
     for i in range(3):
         assert math.isclose(counts[i] / n, float(expected[i]), abs_tol=0.03)
+
+
+def test_the_batched_sampler_chooses_what_each_row_would_alone() -> None:
+    """``choose_codes`` over rows with mixed settings = ``choose_code`` row by row, same generators."""
+    settings = [
+        FrameSampling(temperature=0.0),
+        FrameSampling(),
+        FrameSampling(temperature=1.3, top_k=0, top_p=1.0, repetition_penalty=1.0),
+        FrameSampling(temperature=0.5, top_k=3, top_p=0.9, repetition_penalty=1.5, repetition_window=2),
+        FrameSampling(temperature=1.0, top_k=2000, top_p=0.3, repetition_penalty=0.8),
+    ]
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        logits = torch.randn(len(settings), 1027, generator=gen) * 3
+        if trial % 2:
+            logits[:, 1024:] += 20  # pad, BOS and EOS lead: only EOS, on head 0, may be chosen
+        recent = torch.randint(0, 1027, (len(settings), 4), generator=gen)
+        recent[1, 2:] = -1  # shorter histories are padded with -1
+        recent[0] = -1
+        head = trial % 16
+        params = RowParams.of(settings, torch.device("cpu"))
+        batched_gens = [torch.Generator().manual_seed(trial * 10 + i) for i in range(len(settings))]
+        codes, failed = choose_codes(logits, head, recent, params, list(batched_gens))
+        assert failed == {}
+        for i, setting in enumerate(settings):
+            alone_gen = torch.Generator().manual_seed(trial * 10 + i)
+            row_recent = recent[i][recent[i] >= 0]
+            assert int(codes[i]) == choose_code(logits[i], head, row_recent, setting, alone_gen), (trial, i)
+            assert int(codes[i]) < 1024 or (head == 0 and int(codes[i]) == 1026)
