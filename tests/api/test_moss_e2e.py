@@ -105,6 +105,15 @@ async def test_sse_usage_counts_the_frames_and_a_seed_repeats_them(both: App) ->
     assert other.content == again.content
 
 
+async def test_its_codec_batches_are_counted_apart_from_neucodecs(both: App) -> None:
+    async with httpx.AsyncClient(base_url=both.url, timeout=60) as client:
+        assert (await client.post(SPEECH, json=speech(stream_normalize=False))).status_code == 200
+        text = (await client.get("/metrics")).text
+    moss = [line for line in text.splitlines() if line.startswith("tts_codec_batches_total{")]
+    assert any('queue="moss_decode"' in line and not line.endswith(" 0.0") for line in moss), moss
+    assert not any('queue="decode"' in line and not line.endswith(" 0.0") for line in moss), moss
+
+
 async def test_errors_come_before_audio(both: App) -> None:
     async with httpx.AsyncClient(base_url=both.url, timeout=30) as client:
         assert_openai_error(await client.post(SPEECH, json=speech(voice="nobody")), 400, "voice")
