@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from app.config import Settings
 from app.tools.fixtures.codec import write_codec_checkpoint
@@ -19,6 +21,16 @@ def pytest_configure() -> None:
         os.environ.pop(name, None)
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in the suite may reach a hub
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread for the test: tiny models' ops are microseconds of work, and with several
+    OpenMP threads on a loaded shared CPU each op waits for the pool (20x slower here)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
 
 
 def make_settings(**overrides: object) -> Settings:

@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
-import torch
 
 from bench.moss_server_bench import main
-
-
-@pytest.fixture
-def one_torch_thread() -> Iterator[None]:
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny ops: a loaded CPU's OpenMP pool only adds waits
-    yield
-    torch.set_num_threads(saved)
 
 
 @pytest.mark.usefixtures("one_torch_thread")

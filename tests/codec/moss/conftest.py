@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from app.codec.moss.loading import load_codec
 from app.codec.moss.model import MossAudioCodec
@@ -25,10 +23,5 @@ def tiny_moss(tiny_moss_dir: Path) -> MossAudioCodec:
 
 
 @pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """The tiny codec's ops are microseconds of work: with several OpenMP threads on a loaded shared CPU each
-    one waits for the pool (20x slower here), so these tests run torch on one thread."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+def _one_thread(one_torch_thread: None) -> None:
+    """Every test here runs torch on one thread (the suite's ``one_torch_thread``)."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import torch
 
 from app.config import Settings
 from app.families.moss.family import MossFamily
@@ -58,9 +57,5 @@ async def moss(tiny_moss_codec_dir: Path) -> AsyncIterator[Parts]:
 
 
 @pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """The tiny codec's ops are microseconds: one torch thread avoids OpenMP waits on a shared CPU."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+def _one_thread(one_torch_thread: None) -> None:
+    """Every test here runs torch on one thread (the suite's ``one_torch_thread``)."""
