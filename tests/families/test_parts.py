@@ -4,6 +4,7 @@ close, errors where they belong, stats summed."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncGenerator
 
 import numpy as np
@@ -38,10 +39,12 @@ class FakeParts:
         self.silent = silent  # these parts never call generated()
         self.cut = cut  # these parts finish with "length"
         self.log: list[str] = []
+        self.due: dict[int, tuple[float, float]] = {}  # part -> (its clock, time.monotonic()) at its start
 
     async def stream(self, part: Part) -> AsyncGenerator[np.ndarray, None]:
         k = part.index
         self.log.append(f"start {k}")
+        self.due[k] = (part.clock(), time.monotonic())
         pcm = audio(k, self.sizes[k])
         chunks = [pcm[i : i + CHUNK] for i in range(0, len(pcm), CHUNK)]
         half = len(chunks) // 2
@@ -58,6 +61,7 @@ class FakeParts:
                 if k == self.fail and i == 1:
                     raise RuntimeError(f"part {k} failed")
                 await asyncio.sleep(0)
+                part.stats.samples += chunk.size  # as a family's stream counts what it yields
                 yield chunk
         finally:
             self.log.append(f"end {k}")
@@ -149,3 +153,16 @@ async def test_the_request_stats_are_the_sum_of_the_parts() -> None:
     assert stats.prompt_tokens == 100 + 101 + 102
     assert stats.finish_reason == "length"  # a part was cut, though the last one stopped
     assert stats.samples == 1800 - 2 * WIDTH and stats.generation_s > 0
+
+
+async def test_a_part_read_ahead_is_due_when_a_listener_reaches_it() -> None:
+    """Its clock (the start of its decodes' play-out deadlines) is the first audio's time plus the audio
+    before it, not now: the codec serves streams that need audio now first."""
+    fake = FakeParts([48_000, 24_000, 24_000])  # 2 s, then 1 s parts
+    started = time.monotonic()
+    await collect(play_parts(3, fake.stream, UtteranceStats(), WIDTH, fake.done))
+    first_due, first_now = fake.due[0]
+    assert first_due == pytest.approx(first_now, abs=0.01)  # nothing played yet: due now
+    due, now = fake.due[1]
+    assert due - now > 0.9  # started once part 0 had produced 1 s of its 2 s, which had just begun playing
+    assert started < due <= started + 2.0 + 0.5

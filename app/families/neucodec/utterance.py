@@ -10,6 +10,7 @@ each part is stored as a turn once all its audio was taken, the last one before 
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -96,7 +97,12 @@ class NeuCodecUtterance:
         return self.turn.headers() if self.turn is not None else {}
 
     def _generate(
-        self, params: GenerationParams, stats: UtteranceStats, index: int, generated: Callable[[], None]
+        self,
+        params: GenerationParams,
+        stats: UtteranceStats,
+        index: int,
+        generated: Callable[[], None],
+        clock: Callable[[], float],
     ) -> AsyncGenerator[np.ndarray, None]:
         """One generation of ``params`` traced as ``tts.stream``."""
         codec = self.family.codec
@@ -105,14 +111,14 @@ class NeuCodecUtterance:
         attributes = self._attributes(params, {"tts.part": index} if len(self.parts) > 1 else {})
         return traced_stream(
             start_span("tts.stream", attributes),
-            synthesize(self.family.source, codec.decode, params, self.schedule, stats, generated),
+            synthesize(self.family.source, codec.decode, params, self.schedule, stats, generated, clock),
             stats.span_attributes,
         )
 
     async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
         """PCM chunks of every part, in order; each part's turn is stored once its audio was taken."""
         if len(self.parts) == 1:
-            async for chunk in self._part(0, stats, lambda: None):
+            async for chunk in self._part(0, stats, lambda: None, time.monotonic):
                 yield chunk
             if self.turn is not None:
                 await self.family.interleave.land(self.turn, stats)
@@ -133,7 +139,7 @@ class NeuCodecUtterance:
             planned = self.parts[index]
             follow = self.family.interleave.follow
             self.turns[index] = await follow(previous, part.previous.stats, planned.text, planned.params)
-        async for chunk in self._part(index, part.stats, part.generated):
+        async for chunk in self._part(index, part.stats, part.generated, part.clock):
             yield chunk
 
     async def _part_done(self, part: Part, last: bool) -> None:
@@ -147,11 +153,16 @@ class NeuCodecUtterance:
             self.family.interleave.commit(turn, part.stats)
 
     async def _part(
-        self, index: int, stats: UtteranceStats, generated: Callable[[], None]
+        self,
+        index: int,
+        stats: UtteranceStats,
+        generated: Callable[[], None],
+        clock: Callable[[], float],
     ) -> AsyncGenerator[np.ndarray, None]:
         """One part's PCM chunks; with an interleave turn the first chunk is held until ``hold_codes``
         codes exist or the LM finished, and a fallback regenerates without history before anything is
-        yielded. ``generated`` is called when the generation that is kept has all its tokens."""
+        yielded. ``generated`` is called when the generation that is kept has all its tokens; ``clock`` says
+        when its audio is due."""
         turn = self.turns[index]
         params = turn.params if turn is not None else self.parts[index].params
 
@@ -159,7 +170,7 @@ class NeuCodecUtterance:
             if turn is None or not turn.falls_back(stats):
                 generated()
 
-        chunks = self._generate(params, stats, index, kept)
+        chunks = self._generate(params, stats, index, kept, clock)
         try:
             if turn is not None and turn.hold_codes:
                 head = await _head(chunks, stats, turn.hold_codes)
@@ -170,7 +181,7 @@ class NeuCodecUtterance:
                     turn = self.turns[index] = turn.cold()
                     params = turn.params
                     stats.reset()
-                    chunks = self._generate(params, stats, index, kept)
+                    chunks = self._generate(params, stats, index, kept, clock)
                     head = await anext(chunks, None)
                 if head is None:
                     return
