@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 
 from app.audio.splice import width_samples
-from app.core import defaults
 from app.core.constants import SAMPLES_PER_TOKEN
 from tests.api.conftest import http_settings, serve
 from tests.api.test_interleave_http import inspect, interleave_settings, new_turn, turn_prompt
@@ -96,11 +95,14 @@ async def test_with_interleave_each_part_is_prompted_with_the_parts_before_it_as
     assert len(response.content) == 2 * (48 * len(texts) * SAMPLES_PER_TOKEN - (len(texts) - 1) * CROSSFADE)
 
 
-async def test_the_crossfade_setting_sets_the_join(tiny_codec_dir: Path, fake_vllm: FakeVLLM) -> None:
-    settings = http_settings(
-        tiny_codec_dir, fake_vllm.url, LONG_INPUT_CROSSFADE_MS=0, FADE_IN_MS=defaults.FADE_IN_MS
-    )
+async def test_the_crossfade_setting_sets_the_join_and_a_whole_body_holds_every_part(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM
+) -> None:
+    settings = http_settings(tiny_codec_dir, fake_vllm.url, LONG_INPUT_CROSSFADE_MS=0)
     async with serve(settings) as url, httpx.AsyncClient(timeout=20) as client:
-        response = await client.post(url + SPEECH, json=body())
+        response = await client.post(url + SPEECH, json=body(stream=False))
     assert response.status_code == 200
-    assert len(response.content) == 2 * 48 * SAMPLES_PER_TOKEN * len(fake_vllm.requests)  # butt joints
+    parts = len(fake_vllm.requests)
+    assert parts > 3
+    assert int(response.headers["content-length"]) == len(response.content)
+    assert len(response.content) == 2 * 48 * SAMPLES_PER_TOKEN * parts  # butt joints: nothing overlaps
