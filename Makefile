@@ -12,7 +12,7 @@ FIXTURES := .fixtures
 DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
 
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
-	bench-demo bench-soak bench-server-speed bench-moss-codec gradio clean
+	bench-demo bench-soak bench-server-speed bench-moss-codec bench-moss-lm bench-moss-server gradio clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,14 @@ bench-codec: install
 ## bench-moss-codec: the MOSS codec on full-size random weights (~9 GB of RAM; CPU by default)
 bench-moss-codec: install
 	$(PY) -m bench.moss_codec_bench --out moss_codec_cpu.json
+
+## bench-moss-lm: MOSS-TTS-Realtime's LM on full-size random weights (~9 GB of RAM; CPU by default)
+bench-moss-lm: install
+	$(PY) -m bench.moss_lm_bench --out moss_lm_cpu.json
+
+## bench-moss-server: MOSS end to end through the speech service, full-size random LM + codec (~12 GB)
+bench-moss-server: install
+	$(PY) -m bench.moss_server_bench --out moss_server_cpu.json
 
 bench-stitch: install
 	$(PY) -m bench.stitch_bench --out stitch_cpu.json

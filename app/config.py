@@ -295,6 +295,62 @@ class VoiceSettings(BaseSettings):
     )
 
 
+class MossSettings(BaseSettings):
+    """The MOSS-TTS-Realtime family (``MODEL_FAMILIES=...,moss``): its LM, streaming and voices.
+
+    Its codec is the MOSS codec (``MOSS_CODEC_*`` in the codec settings)."""
+
+    MOSS_TTS_MODEL: str = Field(
+        "OpenMOSS-Team/MOSS-TTS-Realtime",
+        description="MOSS-TTS-Realtime checkpoint: Hugging Face id or local directory (official layout).",
+    )
+    MOSS_MODEL_NAME: str = Field(
+        "moss-tts-realtime",
+        min_length=1,
+        description="The model id this family answers to (also MOSS_TTS_MODEL when it is a Hub id).",
+    )
+    MOSS_TTS_DEVICE: str = Field(
+        "", description="Device of the MOSS LM and codec (cpu, cuda[:N], npu[:N]); empty = DEVICE."
+    )
+    MOSS_TTS_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="MOSS LM weights dtype; auto: bf16 on cuda and npu, float32 on cpu."
+    )
+    MOSS_TTS_ATTENTION: Literal["auto", "sdpa", "eager"] = Field(
+        "auto", description="MOSS LM attention; auto: sdpa on cuda and npu, the fastest exact one on cpu."
+    )
+    MOSS_MAX_BATCH: int = Field(
+        8, ge=1, le=256, description="MOSS requests generated together in one batched LM step."
+    )
+    MOSS_CACHE_ROWS: int = Field(
+        32768,
+        ge=64,
+        description="MOSS LM cache budget in rows (batch rows x longest prompt+max_tokens); also caps one "
+        "request's prompt + max_tokens.",
+    )
+    MOSS_DEFAULT_MAX_TOKENS: int = Field(
+        1500, ge=1, le=32768, description="MOSS frames per request when it sets no max_tokens (80 ms each)."
+    )
+    MOSS_REPETITION_WINDOW: int = Field(
+        50, ge=1, le=1000, description="Past frames the MOSS repetition penalty looks at, per codebook."
+    )
+    MOSS_FIRST_CHUNK_FRAMES: int = Field(
+        2, ge=1, le=64, description="Frames in the first MOSS decode (80 ms each): the first audio's size."
+    )
+    MOSS_MAX_CHUNK_FRAMES: int = Field(
+        8, ge=1, le=64, description="Largest MOSS decode; chunk sizes double from the first up to it."
+    )
+    MOSS_VOICES_DIR: str = Field(
+        "",
+        description="Directory of MOSS built-in voice clips (*.wav, voice name = file stem), encoded at "
+        "startup; empty = none.",
+    )
+    MOSS_DEFAULT_VOICE: str = Field(
+        "default",
+        min_length=1,
+        description="MOSS voice when a request names none: 'default' (no voice prompt) or a clip's stem.",
+    )
+
+
 class InterleaveSettings(BaseSettings):
     """Interleaved generation (INTERLEAVE.md)."""
 
@@ -390,6 +446,11 @@ class ObservabilitySettings(BaseSettings):
     API_KEYS: str = Field(
         "", description="Comma-separated API keys, or a file of keys (one a line); empty = any key."
     )
+    ADMIN_API_KEYS: str = Field(
+        "",
+        description="Admin keys (as API_KEYS; accepted wherever an API key is): may also delete any "
+        "registered voice. Needs API_KEYS.",
+    )
     MAX_CONCURRENT_STREAMS: int = Field(
         64, ge=0, description="Synthesis responses served at once; 0 = no limit."
     )
@@ -419,6 +480,7 @@ class Settings(  # bases in reverse: pydantic lists the last base's fields first
     ObservabilitySettings,
     AudioSettings,
     InterleaveSettings,
+    MossSettings,
     VoiceSettings,
     CodecSettings,
     TextSettings,

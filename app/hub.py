@@ -40,23 +40,30 @@ def check_directory(directory: Path, required: Sequence[Sequence[str]]) -> Path:
     return directory
 
 
-def download(repo_id: str, patterns: Sequence[str]) -> Path:
-    """The cached snapshot of ``repo_id`` (files matching ``patterns``), downloaded when missing; the
-    bytes and percentage go to a progress task "downloading <repo_id>". Blocking: run in a thread."""
+def download(repo_id: str, patterns: Sequence[str], revision: str | None = None) -> Path:
+    """The cached snapshot of ``repo_id`` (files matching ``patterns``; ``revision`` a branch, tag or
+    commit, None = the default branch), downloaded when missing; the bytes and percentage go to a progress
+    task "downloading <repo_id>". Blocking: run in a thread."""
     import huggingface_hub
 
     with task(f"downloading {repo_id}") as work:
         path = huggingface_hub.snapshot_download(
-            repo_id=repo_id, allow_patterns=list(patterns), tqdm_class=ProgressBar
+            repo_id=repo_id, allow_patterns=list(patterns), tqdm_class=ProgressBar, revision=revision
         )
         if work.moved():  # something was downloaded (a cached snapshot counts nothing)
             work.done(f"done in {work.elapsed():.1f} s")
     return Path(path)
 
 
-def resolve(source: str, patterns: Sequence[str], required: Sequence[Sequence[str]] = ()) -> Path:
+def resolve(
+    source: str,
+    patterns: Sequence[str],
+    required: Sequence[Sequence[str]] = (),
+    revision: str | None = None,
+) -> Path:
     """The local directory of ``source``: itself when it is a directory (checked for ``required``), else
-    the Hub snapshot of an ``owner/name`` id (also checked). ``ModelSourceError`` when it is neither."""
+    the Hub snapshot of an ``owner/name`` id at ``revision`` (also checked). ``ModelSourceError`` when it
+    is neither."""
     path = Path(source).expanduser()
     if path.is_dir():
         return check_directory(path, required)
@@ -64,4 +71,4 @@ def resolve(source: str, patterns: Sequence[str], required: Sequence[Sequence[st
         raise ModelSourceError(f"{source} is a file; pass the directory that holds the model's files")
     if not REPO_ID_RE.match(source):
         raise ModelSourceError(f"{source} is neither a directory nor a Hugging Face id (owner/name)")
-    return check_directory(download(source, patterns), required)
+    return check_directory(download(source, patterns, revision), required)

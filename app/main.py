@@ -42,7 +42,7 @@ def create_app(settings: Settings | None = None, *, engine: Engine | None = None
     settings = settings or Settings()
     tracing = Tracing.from_settings(settings)
     metrics = engine.metrics if engine is not None else Metrics()
-    api_keys = ApiKeys(settings.API_KEYS)
+    api_keys = ApiKeys(settings.API_KEYS, settings.ADMIN_API_KEYS)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

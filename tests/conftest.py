@@ -11,6 +11,7 @@ import pytest
 from app.config import Settings
 from app.tools.fixtures.codec import write_codec_checkpoint
 from app.tools.fixtures.lm import write_tiny_lm
+from app.tools.fixtures.moss_tts import write_moss_tts
 
 
 def pytest_configure() -> None:
@@ -38,3 +39,17 @@ def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random NeuCodec checkpoint (``pytorch_model.bin`` + ``neucodec_config.json``, seed 0)."""
     return write_codec_checkpoint(tmp_path_factory.mktemp("codec") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def moss_tts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random MOSS-TTS-Realtime checkpoint in the official layout (seed 0), written once."""
+    return write_moss_tts(tmp_path_factory.mktemp("moss_tts") / "moss_tts", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_moss_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random MOSS codec checkpoint (official layout, seed 0), written once per session."""
+    from app.tools.fixtures.moss_codec import write_moss_codec
+
+    return write_moss_codec(tmp_path_factory.mktemp("moss_codec") / "tiny")

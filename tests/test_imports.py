@@ -30,7 +30,15 @@ def test_importing_every_server_module_starts_nothing_and_loads_no_model_library
         name
         for name in names
         if not name.startswith(
-            ("app.codec.", "app.tools", "app.lm.transformers", "app.lm.batched", "app.lm.attention")
+            (
+                "app.codec.",
+                "app.tools",
+                "app.lm.transformers",
+                "app.lm.batched",
+                "app.lm.attention",
+                "app.lm.padded_cache",
+                *(f"app.lm.moss.{name}" for name in ("model", "local", "loader", "sampling", "engine")),
+            )
         )
         and name not in ("app.__main__", "app.core.device")
         and not name.endswith(".redis")

@@ -92,6 +92,12 @@ async def test_load_skips_bad_files_and_shadowed_names(tmp_path: Path) -> None:
     )
     (tmp_path / "renamed.json").write_text((tmp_path / "ok.json").read_text())  # holds voice "ok"
     (tmp_path / "husein.json").write_text((tmp_path / "ok.json").read_text().replace('"ok"', '"husein"'))
+    for index, bad_owner in enumerate(([1], "KEY-IN-CLEAR", 7)):  # an owner is a hex fingerprint
+        record = json.loads((tmp_path / "ok.json").read_text()) | {
+            "name": f"owned{index}",
+            "owner": bad_owner,
+        }
+        (tmp_path / f"owned{index}.json").write_text(json.dumps(record))
     fresh = await registry(tmp_path)
     assert [voice.name for voice in await fresh.voices()] == ["ok"]
 

@@ -4,6 +4,11 @@
 ``#`` comments skipped); a value naming an existing file is read as one. Unset, any key (or none) is
 accepted: OpenAI SDK clients send dummy keys. Probes, metrics and docs stay open. Keys are compared in
 constant time against every configured key, and are never logged.
+
+``ADMIN_API_KEYS`` (same format, only with ``API_KEYS``) are keys that are accepted too and may also
+delete what other keys made (registered voices). Each accepted key is a *tenant*, named by a fingerprint
+of the key (``tenant_of``): interleave ids live in its namespace, and a registered voice records it as
+its owner. The fingerprint, never the key, is what a store holds.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import hashlib
 import hmac
 import logging
 from pathlib import Path
+from typing import Literal
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -33,35 +39,60 @@ def parse_keys(spec: str) -> tuple[str, list[str]]:
     return "list", [key.strip() for key in spec.split(",") if key.strip()]
 
 
+Access = Literal["refused", "key", "admin"]
+
+
 class ApiKeys:
     """The accepted keys; ``load`` (in the lifespan) reads them. Until then a protected app refuses all."""
 
-    def __init__(self, spec: str) -> None:
+    def __init__(self, spec: str, admin_spec: str = "") -> None:
         self.enabled = bool(spec.strip())
         self._spec = spec
+        self._admin_spec = admin_spec
         self._keys: tuple[bytes, ...] = ()
+        self._admin: tuple[bool, ...] = ()  # per key: an admin key
 
     async def load(self) -> None:
-        """Read the keys; ValueError when API_KEYS is set but names no key (auth would be off)."""
+        """Read the keys; ValueError when API_KEYS is set but names no key (auth would be off), or
+        ADMIN_API_KEYS is set without API_KEYS (it would grant nothing: everyone may do everything)."""
         if not self.enabled:
+            if self._admin_spec.strip():
+                raise ValueError("ADMIN_API_KEYS is set but API_KEYS is not: set both, or neither")
             log.info("API keys off: any Authorization header is accepted (API_KEYS is empty)")
             return
         source, keys = await asyncio.to_thread(parse_keys, self._spec)
         if not keys:
             raise ValueError(f"API_KEYS is set but its {source} holds no key")
-        self._keys = tuple(key.encode() for key in keys)
-        log.info("API keys on: %d key(s) from %s", len(keys), source)
+        admin_keys: list[str] = []
+        if self._admin_spec.strip():
+            admin_source, admin_keys = await asyncio.to_thread(parse_keys, self._admin_spec)
+            if not admin_keys:
+                raise ValueError(f"ADMIN_API_KEYS is set but its {admin_source} holds no key")
+        every = [(key, False) for key in keys if key not in admin_keys] + [(key, True) for key in admin_keys]
+        self._keys = tuple(key.encode() for key, _ in every)
+        self._admin = tuple(admin for _, admin in every)
+        log.info("API keys on: %d key(s) from %s, %d admin key(s)", len(keys), source, len(admin_keys))
+
+    def access(self, authorization: bytes) -> Access:
+        """What ``Authorization: Bearer <key>`` may do: "refused", "key" or "admin" (every key is a plain
+        one when keys are off)."""
+        if not self.enabled:
+            return "key"
+        scheme, _, token = authorization.partition(b" ")
+        token = token.strip()
+        matched = admin = False
+        # Every key is compared, with no early exit: the time does not depend on which key matched.
+        for key, is_admin in zip(self._keys, self._admin, strict=True):
+            same = hmac.compare_digest(token, key)
+            matched |= same
+            admin |= same and is_admin
+        if scheme.lower() != b"bearer" or not token or not matched:
+            return "refused"
+        return "admin" if admin else "key"
 
     def accepts(self, authorization: bytes) -> bool:
         """True for ``Bearer <a configured key>`` (always, when keys are off)."""
-        if not self.enabled:
-            return True
-        scheme, _, token = authorization.partition(b" ")
-        token = token.strip()
-        matched = False
-        for key in self._keys:  # no early exit: the time does not depend on which key matched
-            matched |= hmac.compare_digest(token, key)
-        return scheme.lower() == b"bearer" and bool(token) and matched
+        return self.access(authorization) != "refused"
 
 
 def tenant_of(authorization: bytes) -> str:
@@ -75,6 +106,11 @@ def tenant(request: Request) -> str | None:
     return getattr(request.state, "tenant", None)
 
 
+def is_admin(request: Request) -> bool:
+    """True when the request came with an admin key (``ADMIN_API_KEYS``)."""
+    return bool(getattr(request.state, "admin", False))
+
+
 class AuthMiddleware:
     """401 with the OpenAI error body for a ``/v1`` request without a valid key."""
 
@@ -86,7 +122,9 @@ class AuthMiddleware:
         protected = (
             scope["type"] == "http" and self.keys.enabled and scope["path"].startswith(routes.API_PREFIX)
         )
-        if protected and not self.keys.accepts(dict(scope["headers"]).get(b"authorization", b"")):
+        authorization = dict(scope["headers"]).get(b"authorization", b"") if protected else b""
+        access = self.keys.access(authorization) if protected else "key"
+        if access == "refused":
             error = Unauthorized(
                 "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
                 headers={"WWW-Authenticate": "Bearer"},
@@ -95,5 +133,6 @@ class AuthMiddleware:
             await response(scope, receive, send)
             return
         if protected:  # the key's tenant: a name for it that never reveals it (request.state.tenant)
-            scope.setdefault("state", {})["tenant"] = tenant_of(dict(scope["headers"])[b"authorization"])
+            state = scope.setdefault("state", {})
+            state["tenant"], state["admin"] = tenant_of(authorization), access == "admin"
         await self.app(scope, receive, send)

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from app.api.auth import tenant
 from app.core import routes
-from app.core.constants import TOKENS_PER_SECOND
 from app.core.errors import InvalidRequest, Unavailable
 from app.interleave.ids import MAX_ID_CHARS, scoped
 from app.interleave.service import Interleave
@@ -83,7 +82,7 @@ async def get_interleave(interleave_id: InterleaveId, request: Request) -> Inter
             voice=turn.voice,
             text=turn.text,
             tokens=len(turn.codes),
-            seconds=round(len(turn.codes) / TOKENS_PER_SECOND, 2),
+            seconds=round(turn.seconds, 2),
         )
         for turn in history.turns
     ]

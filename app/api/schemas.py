@@ -28,7 +28,12 @@ TextLanguage = Annotated[Language, Field(description="Language of the text; auto
 Prompt = Annotated[
     str | None, Field(max_length=MAX_PROMPT_CHARS, description="Extra instructions for the llm mode.")
 ]
-Model = Annotated[str | None, Field(description="tts-1, tts-1-hd, gpt-4o-mini-tts or MODEL_NAME.")]
+Model = Annotated[
+    str | None,
+    Field(
+        description="tts-1, tts-1-hd, gpt-4o-mini-tts, or a loaded family's id (MODEL_NAME, MOSS_MODEL_NAME)."
+    ),
+]
 Format = Annotated[
     ResponseFormat, Field(description="pcm (24 kHz s16le mono), wav, mp3, opus (Ogg), aac (ADTS) or flac.")
 ]
@@ -48,7 +53,10 @@ StreamFormat = Annotated[
 Stream = Annotated[bool, Field(description="Stream audio as it is generated, or return it whole.")]
 Temperature = Annotated[float | None, Field(ge=0, le=2)]
 RepetitionPenalty = Annotated[float | None, Field(gt=0, le=2)]
-MaxTokens = Annotated[int | None, Field(ge=1, le=32768, description="Speech tokens (50 per second).")]
+MaxTokens = Annotated[
+    int | None,
+    Field(ge=1, le=32768, description="Speech tokens: NeuCodec codes (50 per second) or MOSS frames (12.5)."),
+]
 TopP = Annotated[float | None, Field(gt=0, le=1)]
 TopK = Annotated[int | None, Field(ge=1, le=2**31 - 1)]  # vLLM keeps top_k in a 32-bit tensor
 Seed = Annotated[int | None, Field(ge=0, le=2**63 - 1)]
@@ -147,7 +155,9 @@ class VCForm(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    reference_text: str = Field(min_length=1, description="Transcript of the reference audio.")
+    reference_text: str = Field(
+        "", description="Transcript of the reference audio (required by models whose prompt quotes it)."
+    )
     generate_text: str = Field(min_length=1, description="Text to speak in the reference voice.")
     model: Model = None
     response_format: Format = "pcm"
@@ -179,7 +189,9 @@ class VoiceUploadForm(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(min_length=1, description="Voice name: 1-64 of A-Z a-z 0-9 _ -.")
-    reference_text: str = Field(min_length=1, description="Transcript of the audio sample.")
+    reference_text: str = Field(
+        "", description="Transcript of the audio sample (required by models whose prompt quotes it)."
+    )
     consent: str | None = Field(
         None, max_length=1024, description="Consent record of the speaker (stored, not checked)."
     )

@@ -16,12 +16,13 @@ import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from app.audio.io import ReferenceAudio, load_reference
+from app.audio.io import REFERENCE_RATE, ReferenceAudio, load_reference
 from app.core.errors import Unavailable
 
 
 class ReferenceDecoder:
-    """Decodes uploaded references to 16 kHz mono on ``threads`` dedicated worker threads."""
+    """Decodes uploaded references to mono (16 kHz unless asked otherwise) on ``threads`` dedicated
+    worker threads."""
 
     def __init__(self, *, threads: int, timeout_s: float, min_s: float, max_s: float) -> None:
         self.threads = threads
@@ -31,8 +32,9 @@ class ReferenceDecoder:
         self._slots = asyncio.Semaphore(threads)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="upload-decode")
 
-    async def decode(self, data: bytes, param: str) -> ReferenceAudio:
-        """``data`` decoded by ``load_reference``. Raises InvalidRequest (400) or Unavailable (503)."""
+    async def decode(self, data: bytes, param: str, rate: int = REFERENCE_RATE) -> ReferenceAudio:
+        """``data`` decoded by ``load_reference`` to ``rate``. Raises InvalidRequest (400) or Unavailable
+        (503)."""
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._slots.acquire()
@@ -43,7 +45,13 @@ class ReferenceDecoder:
                 headers={"Retry-After": str(max(1, round(self.timeout_s)))},
             ) from None
         job = functools.partial(
-            load_reference, data, min_s=self.min_s, max_s=self.max_s, param=param, timeout_s=self.timeout_s
+            load_reference,
+            data,
+            min_s=self.min_s,
+            max_s=self.max_s,
+            param=param,
+            timeout_s=self.timeout_s,
+            rate=rate,
         )
         loop = asyncio.get_running_loop()
         try:

@@ -27,6 +27,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from app.config import Settings
+
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 0.5
@@ -163,3 +165,15 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except FileNotFoundError:
         return 0.0
+
+
+def shared_codes_for(settings: Settings, family: str) -> RedisSharedCodes | FileSharedCodes | None:
+    """Encoded references of ``family`` shared with the other processes in the voice store: Redis (every
+    replica) or ``VOICES_DIR/.references/<family>`` (one host's workers); none when REFERENCE_CACHE_SIZE
+    is 0."""
+    if settings.REFERENCE_CACHE_SIZE == 0:
+        return None
+    if settings.VOICE_STORE == "redis":
+        prefix = f"{settings.REDIS_KEY_PREFIX}references:{family}:"
+        return RedisSharedCodes(settings.REDIS_URL, prefix, settings.SHARED_REFERENCE_TTL_S)
+    return FileSharedCodes(Path(settings.VOICES_DIR) / ".references" / family, settings.REFERENCE_CACHE_SIZE)

@@ -120,6 +120,14 @@ class Unauthorized(APIError):
     code = "invalid_api_key"
 
 
+class Forbidden(APIError):
+    """403: the key is valid but may not do this (delete a voice another key registered)."""
+
+    status = 403
+    type = "invalid_request_error"
+    code = "permission_denied"
+
+
 class RateLimited(APIError):
     """429: every stream slot is busy and the wait queue is full or the wait ran out (``Retry-After``)."""
 

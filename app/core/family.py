@@ -57,11 +57,30 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class ReferenceFormat:
+    """How a family takes reference audio: the rate it wants the clip at, the shape of its codes, and
+    whether it needs the clip's transcript."""
+
+    rate: int = 16_000
+    """Sample rate of the samples ``encode_reference`` receives."""
+    codebooks: int = 1
+    """Codes per frame: a voice's codes are kept flat, frame by frame (``frames`` gives them back)."""
+    needs_transcript: bool = True
+    """The prompt quotes the reference's transcript (NeuCodec); False when the audio alone is the voice."""
+
+
+@dataclass(frozen=True)
 class ReferenceVoice:
-    """A voice given by reference audio: its transcript (normalized) and its speech codes."""
+    """A voice given by reference audio: its transcript (normalized; may be empty when the family needs
+    none) and its speech codes, flat and frame-major, ``codebooks`` per frame."""
 
     text: str
     codes: tuple[int, ...]
+    codebooks: int = 1
+
+    def frames(self) -> np.ndarray:
+        """The codes as int64 ``(frames, codebooks)``."""
+        return np.asarray(self.codes, dtype=np.int64).reshape(-1, self.codebooks)
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,7 @@ class ModelFamily(Protocol):
 
     name: str
     capabilities: Capabilities
+    reference: ReferenceFormat
     voices: VoiceCatalog
     defaults: Sampling
 
@@ -132,6 +152,7 @@ class ModelFamily(Protocol):
         ...
 
     async def encode_reference(self, samples: np.ndarray, digest: str) -> list[int]:
-        """Speech codes of a reference clip (16 kHz float32 mono samples, shape (S,); ``digest`` is its
-        content hash, the cache key)."""
+        """Speech codes of a reference clip, flat and frame-major (``reference.codebooks`` per frame):
+        ``samples`` are float32 mono at ``reference.rate``, shape (S,); ``digest`` is their content hash,
+        the cache key."""
         ...

@@ -121,6 +121,7 @@ class Interleave:
         self.max_codes = max_history_codes(settings)
         self.count: TokenCounter = estimate_tokens
         self._pending: dict[str, asyncio.Task[None]] = {}
+        self._users = 0  # families that started the store and have not closed it
 
     @classmethod
     def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> Interleave:
@@ -130,15 +131,20 @@ class Interleave:
     def enabled(self) -> bool:
         return self.store is not None
 
-    async def start(self, source: TokenSource) -> None:
+    async def start(self, source: TokenSource | None = None) -> None:
         """Pick the token counter (the LM source's tokenizer, else the tokenizer of a local TTS_MODEL
-        directory with the http backend, else the estimate), then start the store."""
-        tokenizer = getattr(source, "tokenizer", None)
-        if tokenizer is None and self.settings.LM_BACKEND == "http":
-            tokenizer = await asyncio.to_thread(load_local_tokenizer, self.settings.TTS_MODEL)
-        if tokenizer is not None:
-            self.count = tokenizer_counter(tokenizer)
-        if self.store is None:
+        directory with the http backend, else the estimate; a family without a NeuCodec LM source passes
+        none and leaves the counter alone), then start the store. Every family that starts it closes it
+        once; the store opens with the first and closes with the last."""
+        tokenizer = None
+        if source is not None:
+            tokenizer = getattr(source, "tokenizer", None)
+            if tokenizer is None and self.settings.LM_BACKEND == "http":
+                tokenizer = await asyncio.to_thread(load_local_tokenizer, self.settings.TTS_MODEL)
+            if tokenizer is not None:
+                self.count = tokenizer_counter(tokenizer)
+        self._users += 1
+        if self.store is None or self._users > 1:
             return
         await self.store.start()
         log.info(
@@ -148,7 +154,11 @@ class Interleave:
         )
 
     async def close(self) -> None:
-        """Finish the pending commits, then close the store."""
+        """Finish the pending commits, then close the store (when the last family that started it
+        closes; also safe when it was never started)."""
+        self._users = max(0, self._users - 1)
+        if self._users:
+            return
         if self._pending:
             await asyncio.gather(*self._pending.values(), return_exceptions=True)
         if self.store is not None:
@@ -181,13 +191,7 @@ class Interleave:
     ) -> InterleaveTurn:
         """The request's LM call with the id's history fitted in front of ``text`` (``params`` holds the
         plain prompt and the requested max_tokens). An unreadable store means no history."""
-        assert self.store is not None
-        try:
-            turns = (await self.inspect(interleave_id)).turns
-        except StoreError as exc:
-            self.counters.add("load_failures")
-            log.warning("interleave history unavailable, going on cold: %s", exc)
-            turns = []
+        turns = await self.history(interleave_id)
         return await self._turn(interleave_id, voice, text, params, keep, turns)
 
     async def follow(
@@ -234,6 +238,16 @@ class Interleave:
             dataclasses.replace(params, prompt=cold.prompt, max_tokens=cold.max_tokens),
         )
 
+    async def history(self, interleave_id: str) -> list[Turn]:
+        """The id's stored turns, oldest first; none (counted, logged) when the store cannot be read."""
+        assert self.store is not None
+        try:
+            return (await self.inspect(interleave_id)).turns
+        except StoreError as exc:
+            self.counters.add("load_failures")
+            log.warning("interleave history unavailable, going on cold: %s", exc)
+            return []
+
     def _plans(
         self, turns: list[Turn], voice: str, text: str, max_tokens: int, limits: Limits
     ) -> tuple[Plan, Plan]:
@@ -258,9 +272,22 @@ class Interleave:
         code; a cut (length), cancelled or failed generation is not a turn (None)."""
         if self.store is None or stats.finish_reason != "stop" or not stats.tokens:
             return None
-        record = Turn(turn.voice, turn.text, tuple(stats.tokens))
-        key = turn.interleave_id
-        task = asyncio.create_task(self._append(key, record, turn.keep, self._pending.get(key)))
+        return self.append(turn.interleave_id, Turn(turn.voice, turn.text, tuple(stats.tokens)), turn.keep)
+
+    async def commit_turn(self, interleave_id: str, record: Turn, keep: int) -> None:
+        """``append``, then wait up to COMMIT_WAIT_S for the turn to be stored (never cancels it): a
+        family's own finished turn (one whose generation ended normally), kept as ``land`` keeps one."""
+        task = self.append(interleave_id, record, keep)
+        if task is not None:
+            await asyncio.wait({task}, timeout=COMMIT_WAIT_S)
+
+    def append(self, interleave_id: str, record: Turn, keep: int) -> asyncio.Task[None] | None:
+        """Store ``record`` after the id's turns in a task (in order with this process's earlier
+        commits on the id, keeping what ``turns.retain`` keeps for ``keep``); None with no store."""
+        if self.store is None:
+            return None
+        key = interleave_id
+        task = asyncio.create_task(self._append(key, record, keep, self._pending.get(key)))
         self._pending[key] = task
 
         def done(finished: asyncio.Task[None]) -> None:

@@ -14,11 +14,8 @@ with another generation thread. The thread owns the model and loops:
    top-p, repetition penalty and seeded ``torch.Generator`` (``choose_next``, the same function as the
    one-at-a-time engine), over the speech and stop ids only; finished rows leave.
 
-**The cache is one padded batch.** Every layer keeps ``[B, H, W, D]`` keys and values; row ``i`` holds
-its ``n_i`` tokens right-aligned in the last ``n_i`` columns, left padding masked out by the attention
-mask, and runs at its own position ids (``n_i``), so its attention and RoPE see exactly what they would
-alone. A joining row is left-padded to ``W`` (or the batch to the row's length) and concatenated; a leaving
-row is dropped with ``index_select`` and the columns no remaining row uses are trimmed. We chose this
+**The cache is one padded batch** (``app.lm.padded_cache``): row ``i`` holds its ``n_i`` tokens
+right-aligned, left padding masked out by the attention mask, at its own position ids. We chose this
 over per-row ``DynamicCache`` objects merged each step because merging copies every row's whole cache on
 every step, while the padded batch copies only when a row joins or leaves, and transformers' SDPA path
 already handles a 2-D padding mask with per-row position ids.
@@ -45,6 +42,7 @@ import torch
 
 from app.core.device import set_current
 from app.core.errors import APIError, BackendError, Unavailable
+from app.lm.padded_cache import append_rows, keep_rows
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.transformers_source import TransformersTokenSource, _End, _Job, _LoadedLM, choose_next
 
@@ -76,24 +74,6 @@ class _Batch:
     rows: list[_Row] = field(default_factory=list)
     cache: Any = None
     width: int = 0
-
-
-def _layers(cache: Any) -> list[Any]:
-    """The per-layer key/value holders of a DynamicCache; only full-attention layers can be batched."""
-    from transformers.cache_utils import DynamicLayer
-
-    layers = list(cache.layers)
-    if any(type(layer) is not DynamicLayer for layer in layers):
-        raise BackendError("the batched LM engine needs full attention in every layer (no sliding window)")
-    return layers
-
-
-def _pad_left(tensor: torch.Tensor, columns: int) -> torch.Tensor:
-    """``[B, H, T, D]`` with ``columns`` zero columns prepended on the T axis."""
-    if columns == 0:
-        return tensor
-    shape = (*tensor.shape[:2], columns, tensor.shape[3])
-    return torch.cat([tensor.new_zeros(shape), tensor], dim=2)
 
 
 class BatchedTokenSource(TransformersTokenSource):
@@ -292,25 +272,11 @@ def _new_row(lm: _LoadedLM, job: _Job) -> _Row:
 
 def _join(batch: _Batch, row: _Row) -> None:
     """Add a prefilled row's cache to the batch: both left-padded to the wider, concatenated on B."""
-    layers = _layers(row.cache)
     if batch.cache is None:
         batch.cache, batch.width, batch.rows = row.cache, row.length, [row]
-        row.cache = None
-        return
-    width = max(batch.width, row.length)
-    merged = []
-    for mine, theirs in zip(layers, _layers(batch.cache), strict=True):
-        keys = torch.cat(
-            [_pad_left(theirs.keys, width - batch.width), _pad_left(mine.keys, width - row.length)]
-        )
-        values = torch.cat(
-            [_pad_left(theirs.values, width - batch.width), _pad_left(mine.values, width - row.length)]
-        )
-        merged.append((keys, values))
-    for layer, (keys, values) in zip(_layers(batch.cache), merged, strict=True):
-        layer.keys, layer.values = keys, values
-    batch.width = width
-    batch.rows.append(row)
+    else:
+        batch.width = append_rows(batch.cache, batch.width, row.cache, row.length)
+        batch.rows.append(row)
     row.cache = None
 
 
@@ -322,11 +288,7 @@ def _remove(batch: _Batch, gone: list[_Row]) -> None:
         batch.cache, batch.width = None, 0
         return
     width = max(row.length for row in batch.rows)
-    trim = batch.width - width
-    index = torch.tensor(keep, device=_layers(batch.cache)[0].keys.device)
-    for layer in _layers(batch.cache):
-        layer.keys = layer.keys.index_select(0, index)[:, :, trim:]
-        layer.values = layer.values.index_select(0, index)[:, :, trim:]
+    keep_rows(batch.cache, keep, batch.width - width)
     batch.width = width
 
 

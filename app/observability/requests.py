@@ -29,6 +29,7 @@ _KIND_BY_STATUS = {
     413: "validation",
     422: "validation",
     401: "auth",
+    403: "auth",
     404: "not_found",
     429: "overload",
     499: "client_disconnect",

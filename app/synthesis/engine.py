@@ -32,7 +32,13 @@ def _neucodec(settings: Settings, interleave: Interleave, metrics: Metrics) -> M
     return NeuCodecFamily(settings, interleave, metrics)
 
 
-FAMILIES: dict[str, FamilyBuilder] = {"neucodec": _neucodec}
+def _moss(settings: Settings, interleave: Interleave, metrics: Metrics) -> ModelFamily:
+    from app.families.moss.family import MossFamily
+
+    return MossFamily(settings, interleave, metrics)
+
+
+FAMILIES: dict[str, FamilyBuilder] = {"neucodec": _neucodec, "moss": _moss}
 """The families ``MODEL_FAMILIES`` can name, by name (each imported only when loaded)."""
 
 

@@ -117,16 +117,19 @@ async def resolve_voice(engine: Engine, family: ModelFamily, name: str | None) -
 
 
 def reference_voice(voice: RegisteredVoice, family: ModelFamily) -> ReferenceVoice:
-    """A registered voice as ``family`` sees it (400 when it holds no codes of that family)."""
+    """A registered voice as ``family`` sees it (400 when it holds no usable codes of that family, or
+    no transcript when the family needs one)."""
     codes = voice.codes.get(family.name)
-    if codes is None:
+    shape = family.reference
+    if codes is None or len(codes) % shape.codebooks or (shape.needs_transcript and not voice.reference_text):
+        lacking = "a transcript" if codes is not None and len(codes) % shape.codebooks == 0 else "codes"
         raise InvalidRequest(
-            f"The voice {voice.name!r} was registered with another model ({', '.join(voice.codes)}); "
-            "register it again for this one.",
+            f"The voice {voice.name!r} was registered without {lacking} for this model "
+            f"(it has codes for {', '.join(voice.codes)}); register it again for this one.",
             param="voice",
             code="voice_not_available_for_model",
         )
-    return ReferenceVoice(voice.reference_text, codes)
+    return ReferenceVoice(voice.reference_text, codes, shape.codebooks)
 
 
 def sampling(family: ModelFamily, opts: SynthesisFields) -> Sampling:

@@ -9,9 +9,18 @@ a message while a connection is down. Uniqueness (case-insensitive) and the voic
 by the store in one atomic step (a Lua script, or a host-wide file lock).
 
 Names are restricted to ``[A-Za-z0-9_-]{1,64}`` (safe as file names everywhere) and may not shadow a
-built-in voice or alias. A voice's codes are kept per model family (``{"neucodec": [...]}``). A store
+built-in voice or alias. A voice's codes are kept per model family (``{"neucodec": [...], "moss": [...]}``,
+flat and frame-major as each family's ``encode_reference`` returns them); its transcript may be empty
+when it was registered only for families that need none. A store
 that cannot be reached is a 503 (``Unavailable``) for whatever needs a registered voice; built-in
 voices never consult the registry.
+
+Ownership: a voice registered with an API key records its owner, the key's tenant (a fingerprint of
+the key, never the key: ``app.api.auth.tenant_of``). Every key may use every voice; ``remove`` with an
+``owner`` deletes only a voice recorded with that owner (the route passes none for an admin key, or
+when keys are off), decided by the store in the same atomic step as the delete. A voice with no owner
+recorded (registered while keys were off, or before owners were recorded) is then deletable only
+without an owner: by an admin key.
 """
 
 from __future__ import annotations
@@ -23,28 +32,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from app.core.errors import Conflict, InvalidRequest, NotFound, Unavailable, echo
+from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
 from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+OWNER_RE = re.compile(r"^[0-9a-f]{1,64}$")  # a key's fingerprint (hex)
 FORMAT_VERSION = 2
 LEGACY_FAMILY = "neucodec"  # version 1 records hold one list of codes: NeuCodec's (the only family then)
 
 AddResult = Literal["added", "exists", "full"]
+RemoveResult = Literal["removed", "absent", "not_owner"]
 
 
 @dataclass(frozen=True)
 class RegisteredVoice:
-    """A registered voice: its transcript (normalized, as the LM sees it) and the clip's speech codes per
-    model family (``codes[family_name]``)."""
+    """A registered voice: its transcript (normalized, as the LM sees it; "" when none was given) and the
+    clip's speech codes per model family (``codes[family_name]``)."""
 
     name: str
     reference_text: str
     codes: Mapping[str, tuple[int, ...]]
     created_at: int
     consent: str | None = None
+    owner: str | None = None  # the tenant (key fingerprint) that registered it; None: keys were off
+    duration_s: float | None = None
+    """The clip's length; None in records written before it was kept."""
 
     @property
     def n_codes(self) -> int:
@@ -59,6 +73,8 @@ class RegisteredVoice:
             "codes": {family: list(codes) for family, codes in self.codes.items()},
             "created_at": self.created_at,
             "consent": self.consent,
+            "owner": self.owner,
+            "duration_s": self.duration_s,
         }
 
     @classmethod
@@ -68,10 +84,11 @@ class RegisteredVoice:
         if version not in (1, FORMAT_VERSION):
             raise ValueError(f"unknown version {version!r}")
         name, text, codes = data.get("name"), data.get("reference_text"), data.get("codes")
-        created, consent = data.get("created_at"), data.get("consent")
+        created, consent, owner = data.get("created_at"), data.get("consent"), data.get("owner")
+        duration = data.get("duration_s")
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError(f"bad name {name!r}")
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str):
             raise ValueError("missing reference_text")
         by_family = {LEGACY_FAMILY: codes} if version == 1 else codes
         if not isinstance(by_family, dict) or not by_family:
@@ -83,7 +100,13 @@ class RegisteredVoice:
                 raise ValueError("codes out of range")
         if not isinstance(created, int) or (consent is not None and not isinstance(consent, str)):
             raise ValueError("bad created_at or consent")
-        return cls(name, text, {str(f): tuple(c) for f, c in by_family.items()}, created, consent)
+        if owner is not None and not (isinstance(owner, str) and OWNER_RE.match(owner)):
+            raise ValueError("bad owner")
+        if duration is not None and (not isinstance(duration, int | float) or duration < 0):
+            raise ValueError("bad duration_s")
+        codes_by_family = {str(f): tuple(c) for f, c in by_family.items()}
+        seconds = None if duration is None else float(duration)
+        return cls(name, text, codes_by_family, created, consent, owner=owner, duration_s=seconds)
 
 
 class VoiceStoreError(Exception):
@@ -112,8 +135,9 @@ class VoiceStore(Protocol):
         """Store ``voice`` unless its name is taken ("exists") or ``max_voices`` exist ("full"): atomic."""
         ...
 
-    async def remove(self, name: str) -> bool:
-        """Delete the voice called ``name``; False when there was none."""
+    async def remove(self, name: str, owner: str | None) -> RemoveResult:
+        """Delete the voice called ``name`` ("absent" when there is none), when ``owner`` is None or is
+        the owner it records ("not_owner" otherwise): atomic."""
         ...
 
 
@@ -204,11 +228,22 @@ class VoiceRegistry:
             raise _full(self.max_voices)
 
     async def add(
-        self, name: str, reference_text: str, codes: Mapping[str, list[int]], consent: str | None, now: int
+        self,
+        name: str,
+        reference_text: str,
+        codes: Mapping[str, list[int]],
+        consent: str | None,
+        now: int,
+        owner: str | None = None,
+        duration_s: float | None = None,
     ) -> RegisteredVoice:
-        """Store a new voice with its codes per family. Raises as ``check_name``; 503: store down."""
+        """Store a new voice with its codes per family, owned by ``owner`` (a key's tenant; None when
+        keys are off). Raises as ``check_name``; 503: store down."""
         await self.check_name(name)
-        voice = RegisteredVoice(name, reference_text, {f: tuple(c) for f, c in codes.items()}, now, consent)
+        by_family = {f: tuple(c) for f, c in codes.items()}
+        voice = RegisteredVoice(
+            name, reference_text, by_family, now, consent, owner=owner, duration_s=duration_s
+        )
         try:
             result = await self.store.add(voice, self.max_voices)
         except VoiceStoreError as exc:
@@ -220,14 +255,22 @@ class VoiceRegistry:
         self._version = None
         return voice
 
-    async def remove(self, name: str) -> None:
-        """Delete a registered voice; NotFound when there is none by that name."""
+    async def remove(self, name: str, owner: str | None = None) -> None:
+        """Delete a registered voice: any one (``owner`` None), or only one ``owner`` registered.
+        NotFound when there is none by that name, Forbidden when it is not ``owner``'s; 503: store down."""
         try:
-            removed = NAME_RE.match(name) is not None and await self.store.remove(name)
+            result = await self.store.remove(name, owner) if NAME_RE.match(name) else "absent"
         except VoiceStoreError as exc:
             raise _down(exc) from exc
-        if not removed:
+        if result == "absent":
             raise NotFound(f"No registered voice called {echo(name)}.", param="name", code="voice_not_found")
+        if result == "not_owner":
+            raise Forbidden(
+                f"The voice {echo(name)} was not registered with this API key: only the key that "
+                "registered it, or an admin key, can delete it.",
+                param="name",
+                code="voice_not_owned",
+            )
         self._version = None
 
 

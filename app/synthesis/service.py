@@ -22,7 +22,7 @@ import numpy as np
 from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable, ReferenceAudio
 from app.audio.post import PostChain
-from app.core.errors import BackendError, ClientDisconnected
+from app.core.errors import APIError, BackendError, ClientDisconnected, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Utterance
 from app.core.stats import UtteranceStats
 from app.core.types import Language
@@ -37,7 +37,7 @@ from app.synthesis.planning import (
     speech_job,
     speech_text,
 )
-from app.synthesis.references import read_reference
+from app.synthesis.references import read_upload
 from app.synthesis.registry import RegisteredVoice
 
 T = TypeVar("T")
@@ -61,14 +61,15 @@ class SpeechFields(SynthesisFields, TextFields, Protocol):
 
 
 class VCFields(SynthesisFields, TextFields, Protocol):
-    """A ``/v1/audio/vc`` request (the reference clip comes separately)."""
+    """A ``/v1/audio/vc`` request (the reference clip comes separately; ``reference_text`` is "" when
+    the client sent none)."""
 
     reference_text: str
     generate_text: str
 
 
 class VoiceFields(Protocol):
-    """A ``POST /v1/audio/voices`` request (the clip comes separately)."""
+    """A ``POST /v1/audio/voices`` request (the clip comes separately; ``reference_text`` may be "")."""
 
     name: str
     reference_text: str
@@ -169,32 +170,76 @@ class SpeechService:
         family = engine.family_for(form.model)
         engine.require(family, reference_voice=True)
         family.check_can_encode()
+        shape = family.reference
+        if shape.needs_transcript and not form.reference_text:
+            raise _transcript_needed(family)
         limit = engine.settings.MAX_INPUT_CHARS
         check_input_length(form.reference_text, limit, "reference_text")
         check_input_length(form.generate_text, limit, "generate_text")
-        reference = await self._read(reference_audio, "reference_audio")
-        reference_text = await speech_text(engine, form.reference_text, form, "reference_text")
+        reference = await self._read(reference_audio, "reference_audio", shape.rate)
+        reference_text = ""
+        if form.reference_text:
+            reference_text = await speech_text(engine, form.reference_text, form, "reference_text")
         text = await speech_text(engine, form.generate_text, form, "generate_text")
         codes = await self._encode(family, reference)
-        job = speech_job(engine.settings, family, form, text, ReferenceVoice(reference_text, tuple(codes)))
+        voice = ReferenceVoice(reference_text, tuple(codes), shape.codebooks)
+        job = speech_job(engine.settings, family, form, text, voice)
         return await self._synthesize(await family.plan(job), form, stats, disconnected)
 
-    async def register_voice(self, form: VoiceFields, audio_sample: AsyncReadable) -> RegisteredVoice:
-        """Encode the clip once with the default family and store it with its normalized transcript."""
+    async def register_voice(
+        self, form: VoiceFields, audio_sample: AsyncReadable, owner: str | None = None
+    ) -> RegisteredVoice:
+        """Encode the clip once with every loaded family that can take it now (each at its own rate) and
+        store the codes with the normalized transcript, owned by ``owner`` (the API key's tenant; None
+        when keys are off). Without a transcript, only the families that need none encode it (422 when
+        there is none)."""
         engine = self.engine
-        family = engine.default
+        families = self._encoders(bool(form.reference_text))
         await engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
-        engine.require(family, reference_voice=True)
-        family.check_can_encode()
-        reference = await read_reference(engine.settings, self.decoder, audio_sample, "audio_sample")
-        text = await speech_text(engine, form.reference_text, _LanguageOnly(form.language), "reference_text")
-        codes = await family.encode_reference(reference.samples, reference.digest)
+        data = await read_upload(engine.settings, audio_sample, "audio_sample")
+        text = ""
+        if form.reference_text:
+            options = _LanguageOnly(form.language)
+            text = await speech_text(engine, form.reference_text, options, "reference_text")
+        codes: dict[str, list[int]] = {}
+        duration_s = 0.0
+        for family in families:
+            reference = await self.decoder.decode(data, "audio_sample", family.reference.rate)
+            codes[family.name] = await family.encode_reference(reference.samples, reference.digest)
+            duration_s = reference.duration_s
         now = int(time.time())
-        return await engine.registry.add(form.name, text, {family.name: codes}, form.consent, now)
+        return await engine.registry.add(
+            form.name, text, codes, form.consent, now, owner, duration_s=round(duration_s, 3)
+        )
 
-    async def _read(self, upload: AsyncReadable, param: str) -> ReferenceAudio:
+    def _encoders(self, transcript: bool) -> list[ModelFamily]:
+        """The families a voice registration encodes with: those with reference voices that can encode
+        now (and need no transcript when there is none), the default one first. When none can, the
+        default family's refusal (or the first refusal) is raised."""
+        engine = self.engine
+        capable = [family for family in engine.families if family.capabilities.reference_voice]
+        if not capable:
+            engine.require(engine.default, reference_voice=True)
+        usable: list[ModelFamily] = []
+        refusals: list[APIError] = []
+        for family in capable:
+            try:
+                family.check_can_encode()
+            except APIError as exc:
+                refusals.append(exc)
+                continue
+            if transcript or not family.reference.needs_transcript:
+                usable.append(family)
+        if usable:
+            return usable
+        if refusals:
+            raise refusals[0]
+        raise _transcript_needed(capable[0])
+
+    async def _read(self, upload: AsyncReadable, param: str, rate: int) -> ReferenceAudio:
         with span("vc.load_audio") as loading:
-            reference = await read_reference(self.engine.settings, self.decoder, upload, param)
+            data = await read_upload(self.engine.settings, upload, param)
+            reference = await self.decoder.decode(data, param, rate)
             loading.set({"audio.samples": len(reference.samples)})
         return reference
 
@@ -245,6 +290,14 @@ class SpeechService:
                 task.cancel()
                 with anyio.CancelScope(shield=True):
                     await asyncio.gather(task, return_exceptions=True)
+
+
+def _transcript_needed(family: ModelFamily) -> ValidationFailed:
+    """422: the family's prompt quotes the reference's transcript and none was sent."""
+    return ValidationFailed(
+        f"reference_text: the model {family.model_ids()[0]} needs the transcript of the reference audio",
+        param="reference_text",
+    )
 
 
 @dataclass(frozen=True)

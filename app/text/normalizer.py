@@ -23,6 +23,7 @@ from app.core.errors import InvalidRequest, echo
 from app.core.types import Attributes, Language
 from app.core.types import NormalizerMode as Mode
 from app.observability.tracing import span
+from app.text.invisible import strip_invisible
 from app.text.llm import LLMNormalizer, LLMNormalizerError
 from app.text.rule import clean, normalize_rule
 from app.text.spoken import normalize_spoken
@@ -110,7 +111,8 @@ class TextNormalizer:
                 "llm.timeout_s": self.llm.timeout_s,
             }
             with span("normalize.llm", attributes):
-                return NormalizeResult(await self.llm.normalize(cleaned, language, prompt), "llm")
+                output = await self.llm.normalize(cleaned, language, prompt)
+            return NormalizeResult(strip_invisible(output), "llm")  # the model's reply is input too
         except LLMNormalizerError as exc:
             if not for_speech:
                 raise

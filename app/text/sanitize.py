@@ -2,7 +2,8 @@
 
 Parsing is done by markdown-it-py (CommonMark plus GFM strikethrough and tables, raw HTML on,
 indented code blocks off so that text indented by accident is still read); the token stream is
-walked here. What becomes of each construct:
+walked here. Controls and invisible format characters go first (``app.text.invisible``: a control
+becomes a space, a zero-width or bidi character nothing). What becomes of each construct:
 
 - emphasis, bold, strikethrough, links, headings, block quotes: markers go, the text stays;
   links read their text, images their alt text, autolinks their address;
@@ -31,6 +32,8 @@ from functools import cache
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from app.text.invisible import strip_invisible
+
 __all__ = ["sanitize"]
 
 # Any of these, or a line that starts like a list item, rule or setext underline, needs the parser.
@@ -38,8 +41,6 @@ _MARKUP_CHAR = re.compile(r"[*_`#>\[\]<&~|\\]")
 _MARKUP_LINE = re.compile(r"^[ \t]*(?:[-+](?:[ \t]|$)|\d{1,9}[.)](?:[ \t]|$)|[-=]+[ \t]*$)", re.MULTILINE)
 _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 _SPACE = re.compile(r"\s+")
-# Characters that are invisible and never separate words.
-_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
 
 _PHRASING_TAGS = frozenset(
     (
@@ -58,7 +59,7 @@ _CLOSERS = "\"')]}」』”’»"
 
 def sanitize(text: str) -> str:
     """Strip Markdown and HTML from ``text`` and collapse whitespace; see the module docstring."""
-    text = _INVISIBLE.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = strip_invisible(text).replace("\r\n", "\n").replace("\r", "\n")
     if _MARKUP_CHAR.search(text) or _MARKUP_LINE.search(text):
         blocks = _markdown_blocks(text)
     else:

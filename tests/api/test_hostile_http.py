@@ -5,6 +5,7 @@ refusals, HEAD probes, input with nothing speakable."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import statistics
 import time
@@ -23,6 +24,7 @@ from app.audio import decoder_pool
 from app.audio.io import ReferenceAudio
 from app.config import Settings
 from app.core.errors import Unavailable
+from app.lm.prompt import estimate_tokens
 from app.main import create_app
 from tests.api.conftest import REFERENCE_TEXT, http_settings, serve_app
 from tests.api.test_speech_http import assert_openai_error, body
@@ -345,4 +347,114 @@ async def test_input_with_nothing_speakable_is_400_before_any_audio(
         fields = {"reference_text": REFERENCE_TEXT, "generate_text": text}
         vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
         assert assert_openai_error(vc, 400, "generate_text")["code"] == "no_speakable_text"
+    assert fake_vllm.requests == []
+
+
+# Every kind of character that is invisible or a control, as JSON can carry it: C0 and C1 controls,
+# zero-width and bidi format characters, tag characters (text hidden from a reader), fillers that are
+# letters by category, variation selectors.
+INVISIBLE = {
+    "nul": "\x00",
+    "c0": "\x01\x07\x1b\x7f",
+    "c1": "\x80\x85\x9b\x9f",
+    "zero_width": "\u200b\u200c\u200d\u2060\ufeff",
+    "bidi": "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c",
+    "tags": "\U000e0001\U000e0049\U000e0067\U000e007f",
+    "fillers": "\u115f\u1160\u3164\uffa0",
+    "selectors": "\ufe0f\U000e0100\u180b\u034f",
+}
+
+
+def json_escaped(payload: dict[str, object]) -> bytes:
+    """``payload`` as JSON with every non-ASCII character escaped (``\\uXXXX``, pairs above U+FFFF)."""
+    return json.dumps(payload, ensure_ascii=True).encode()
+
+
+@pytest.mark.parametrize("kind", sorted(INVISIBLE))
+async def test_input_of_only_invisible_characters_is_400_before_any_audio(
+    url: str, fake_vllm: FakeVLLM, kind: str
+) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        headers = {"content-type": "application/json"}
+        speech = await client.post(
+            SPEECH, content=json_escaped(body(input=f" {INVISIBLE[kind]} ")), headers=headers
+        )
+    assert assert_openai_error(speech, 400, "input")["code"] == "no_speakable_text"
+    assert fake_vllm.requests == []
+
+
+@pytest.mark.parametrize("kind", sorted(INVISIBLE))
+async def test_invisible_characters_inside_speakable_text_never_reach_the_lm(
+    url: str, fake_vllm: FakeVLLM, kind: str, reference_wav: bytes
+) -> None:
+    """Between words they read as a space (controls) or nothing (format characters): the words stay,
+    and the prompt holds none of them, on the speech and the voice-conversion paths."""
+    chars = INVISIBLE[kind]
+    text = f"Good{chars} morning{chars[0]} to you,{chars[-1]} friend{chars}."
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        headers = {"content-type": "application/json"}
+        speech = await client.post(SPEECH, content=json_escaped(body(input=text)), headers=headers)
+        fields = {"reference_text": f"{chars}{REFERENCE_TEXT}", "generate_text": text}
+        vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
+    assert speech.status_code == vc.status_code == 200, speech.text + vc.text
+    assert len(fake_vllm.requests) == 2
+    for request in fake_vllm.requests:
+        prompt = request.body["prompt"]
+        assert isinstance(prompt, str)
+        assert not set(prompt) & set(chars), ascii(prompt)
+        assert "Good morning to you, friend." in prompt, ascii(prompt)
+
+
+@pytest.mark.parametrize("text", ["\udc00", "\ud800", "Good \ud800 morning", "Good\udc00\ud800 morning."])
+async def test_a_lone_surrogate_escape_is_refused_before_the_text_front_end(
+    url: str, fake_vllm: FakeVLLM, text: str
+) -> None:
+    """JSON can escape half a surrogate pair; such a string is no Unicode text, refused with the
+    schema errors (422, ``param: input``), alone or inside speakable text."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        headers = {"content-type": "application/json"}
+        speech = await client.post(SPEECH, content=json_escaped(body(input=text)), headers=headers)
+    assert assert_openai_error(speech, 422, "input")["code"] == "invalid_value"
+    assert fake_vllm.requests == []
+
+
+# --- client mistakes on every path are 4xx (item 5) ------------------------------------------------
+
+
+async def test_max_tokens_fits_the_window_for_voice_conversion_and_registered_voices(
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path, reference_wav: bytes
+) -> None:
+    """The reference's codes count against the window too: max_tokens is cut to what the VC prompt
+    leaves, and a reference that leaves no room is a 400 naming ``reference_audio``, never a 502."""
+    roomy = settings_for(
+        tiny_codec_dir, fake_vllm, tmp_path, LM_MAX_MODEL_LEN=400, INTERLEAVE_MIN_GEN_TOKENS=100
+    )
+    async with serve_as_main(roomy) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        fields = {"reference_text": REFERENCE_TEXT, "generate_text": "Say this.", "max_tokens": "30000"}
+        vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
+        registered = await upload(client, VOICES, reference_wav, name="kept")
+        speech = await client.post(SPEECH, json=body(input="Say this.", voice="kept", max_tokens=30000))
+    assert registered.status_code == 201, registered.text
+    assert vc.status_code == speech.status_code == 200, vc.text + speech.text
+    assert len(fake_vllm.requests) == 2
+    for request in fake_vllm.requests:
+        prompt = request.body["prompt"]
+        assert prompt.count("<|s_") == 139  # the reference clip's codes
+        assert request.body["max_tokens"] == 400 - estimate_tokens(prompt)
+    tight = settings_for(
+        tiny_codec_dir, fake_vllm, tmp_path, LM_MAX_MODEL_LEN=180, INTERLEAVE_MIN_GEN_TOKENS=100
+    )
+    async with serve_as_main(tight) as base, httpx.AsyncClient(base_url=base, timeout=30) as client:
+        vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
+        speech = await client.post(SPEECH, json=body(input="Say this.", voice="kept"))
+    for refused in (vc, speech):
+        assert assert_openai_error(refused, 400, "reference_audio")["code"] == "context_length_exceeded"
+    assert len(fake_vllm.requests) == 2, "the backend is never asked"
+
+
+async def test_a_spoken_mode_expansion_past_the_window_is_a_400(url: str, fake_vllm: FakeVLLM) -> None:
+    """``"1."`` 2048 times is 4096 characters (allowed) but thousands of prompt tokens once read out."""
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        expanded = await client.post(SPEECH, json=body(input="1." * 2048, mode="spoken"))
+    assert assert_openai_error(expanded, 400, "input")["code"] == "context_length_exceeded"
     assert fake_vllm.requests == []

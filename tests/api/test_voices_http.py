@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import wave
@@ -10,11 +11,13 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import redis
 
 from app.config import Settings
 from tests.api.conftest import REFERENCE_TEXT, http_settings, serve
 from tests.api.test_speech_http import assert_openai_error
 from tests.fakes.fake_vllm import FakeVLLM
+from tests.interleave.conftest import REDIS_URL, redis_prefix  # noqa: F401  (a test's own Redis keys)
 from tests.speech_audio import transcode
 
 VOICES = "/v1/audio/voices"
@@ -47,7 +50,8 @@ async def test_register_use_restart_and_delete(
         assert created.status_code == 201, created.text
         voice = created.json()
         assert voice["id"] == voice["name"] == "my_voice-1" and voice["type"] == "registered"
-        assert voice["reference_text"] == REFERENCE_TEXT and voice["duration_s"] == pytest.approx(2.78)
+        assert voice["reference_text"] == REFERENCE_TEXT
+        assert voice["duration_s"] == pytest.approx(2.79)  # the clip's length
         listed = (await client.get(VOICES)).json()["voices"]
         assert [v["id"] for v in listed] == ["husein", "idayu", "my_voice-1"]
         assert [v["type"] for v in listed] == ["builtin", "builtin", "registered"]
@@ -160,3 +164,126 @@ async def test_registering_needs_the_encoder_but_registered_voices_do_not(
         speech = await client.post("/v1/audio/speech", json={"input": "Still works.", "voice": "kept"})
         assert speech.status_code == 200, speech.text
         assert vc_reference(fake_vllm.requests[-1].body["prompt"]).count("<|s_") == 139
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def fingerprint(key: str) -> str:
+    """How a voice record names the key that registered it (the key itself is never stored)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@pytest.fixture(params=["file", "redis"])
+def store_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, object]:
+    """The voice store of a test that runs against both: files in a directory, or the project's Redis."""
+    if request.param == "file":
+        return {"VOICE_STORE": "file", "VOICES_DIR": str(tmp_path / "voices")}
+    prefix = request.getfixturevalue("redis_prefix")
+    return {"VOICE_STORE": "redis", "REDIS_URL": REDIS_URL, "REDIS_KEY_PREFIX": prefix}
+
+
+def stored_record(store: dict[str, object], name: str) -> str:
+    """The raw record of voice ``name`` in ``store``, as text."""
+    if store["VOICE_STORE"] == "file":
+        return (Path(str(store["VOICES_DIR"])) / f"{name}.json").read_text()
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        value = client.hget(f"{store['REDIS_KEY_PREFIX']}voices", name.lower())
+    finally:
+        client.close()
+    assert isinstance(value, bytes)
+    return value.decode()
+
+
+async def test_with_api_keys_a_voice_is_usable_by_every_key_and_deletable_by_its_key_or_an_admin_key(
+    tiny_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    reference_wav: bytes,
+    tmp_path: Path,
+    store_settings: dict[str, object],
+) -> None:
+    """Issue 21, item 6: with API_KEYS, any key could delete any registered voice."""
+    keys = {"API_KEYS": "key-a,key-b", "ADMIN_API_KEYS": "key-admin"}
+    settings = http_settings(tiny_codec_dir, fake_vllm.url, **store_settings, **keys)
+    a, b, admin = bearer("key-a"), bearer("key-b"), bearer("key-admin")
+    async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for name in ("of_a", "also_of_a"):
+            created = await client.post(
+                VOICES,
+                headers=a,
+                data={"name": name, "reference_text": REFERENCE_TEXT},
+                files={"audio_sample": ("a.wav", reference_wav)},
+            )
+            assert created.status_code == 201, created.text
+        listed_by_b = [v["id"] for v in (await client.get(VOICES, headers=b)).json()["voices"]]
+        speech_b = await client.post("/v1/audio/speech", headers=b, json={"input": "Hi.", "voice": "of_a"})
+        refused = await client.delete(f"{VOICES}/of_a", headers=b)
+        still_there = [v["id"] for v in (await client.get(VOICES, headers=a)).json()["voices"]]
+        by_owner = await client.delete(f"{VOICES}/of_a", headers=a)
+        by_admin = await client.delete(f"{VOICES}/also_of_a", headers=admin)
+        missing = await client.delete(f"{VOICES}/of_a", headers=b)
+        without_key = await client.delete(f"{VOICES}/of_a")
+        left = [v["id"] for v in (await client.get(VOICES, headers=admin)).json()["voices"]]
+    assert "of_a" in listed_by_b and speech_b.status_code == 200, speech_b.text
+    assert assert_openai_error(refused, 403, "name")["code"] == "voice_not_owned"
+    assert "of_a" in still_there
+    assert by_owner.status_code == 200 and by_owner.json()["deleted"] is True
+    assert by_admin.status_code == 200 and by_admin.json()["deleted"] is True
+    assert_openai_error(missing, 404, "name")
+    assert_openai_error(without_key, 401)
+    assert "of_a" not in left and "also_of_a" not in left
+
+
+async def test_the_record_names_the_key_by_a_fingerprint_never_the_key(
+    tiny_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    reference_wav: bytes,
+    tmp_path: Path,
+    store_settings: dict[str, object],
+) -> None:
+    key = "sk-secret-key-of-a"
+    settings = http_settings(tiny_codec_dir, fake_vllm.url, **store_settings, API_KEYS=key)
+    async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        created = await client.post(
+            VOICES,
+            headers=bearer(key),
+            data={"name": "Mine", "reference_text": REFERENCE_TEXT},
+            files={"audio_sample": ("a.wav", reference_wav)},
+        )
+        assert created.status_code == 201, created.text
+        assert key not in created.text and fingerprint(key) not in created.text
+        listed = (await client.get(VOICES, headers=bearer(key))).text
+        assert key not in listed and fingerprint(key) not in listed
+    record = stored_record(store_settings, "Mine")
+    assert json.loads(record)["owner"] == fingerprint(key)
+    assert key not in record
+
+
+async def test_voices_from_before_api_keys_are_deletable_by_admin_keys_only(
+    tiny_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    reference_wav: bytes,
+    tmp_path: Path,
+    store_settings: dict[str, object],
+) -> None:
+    """A voice registered while keys were off records no key: once keys are on, no ordinary key can
+    claim it; an admin key can delete it, and every key can still use it."""
+    open_settings = http_settings(tiny_codec_dir, fake_vllm.url, **store_settings)
+    async with serve(open_settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        assert (await register(client, "legacy", reference_wav)).status_code == 201
+        assert (await register(client, "open", reference_wav)).status_code == 201
+        open_delete = await client.delete(f"{VOICES}/open", headers=bearer("anything"))
+        assert open_delete.status_code == 200, "without API_KEYS anyone deletes, as before"
+    keys = {"API_KEYS": "key-a", "ADMIN_API_KEYS": "key-admin"}
+    settings = http_settings(tiny_codec_dir, fake_vllm.url, **store_settings, **keys)
+    async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
+        speech = await client.post(
+            "/v1/audio/speech", headers=bearer("key-a"), json={"input": "Hi.", "voice": "legacy"}
+        )
+        refused = await client.delete(f"{VOICES}/legacy", headers=bearer("key-a"))
+        deleted = await client.delete(f"{VOICES}/legacy", headers=bearer("key-admin"))
+    assert speech.status_code == 200, speech.text
+    assert assert_openai_error(refused, 403, "name")["code"] == "voice_not_owned"
+    assert deleted.status_code == 200

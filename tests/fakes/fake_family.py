@@ -11,7 +11,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 import numpy as np
 
 from app.core.errors import InvalidRequest
-from app.core.family import Capabilities, Sampling, SpeechJob
+from app.core.family import Capabilities, ReferenceFormat, Sampling, SpeechJob
 from app.core.stats import UtteranceStats
 from app.core.types import Attributes
 from app.core.voices import VoiceCatalog
@@ -62,6 +62,7 @@ class ToneFamily:
 
     name = "tone"
     capabilities = Capabilities()
+    reference = ReferenceFormat()
 
     def __init__(self, frames_per_word: int = 4) -> None:
         self.voices = VoiceCatalog(("low", "high"), "low", {"deep": "low"})

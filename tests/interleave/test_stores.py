@@ -83,6 +83,14 @@ async def test_appends_keep_what_retain_keeps(store: TurnStore) -> None:
     assert [t.text for t in (await store.load("codes")).turns] == ["switch"]
 
 
+async def test_the_cap_weighs_each_turn_by_its_seconds(store: TurnStore) -> None:
+    """A turn at 200 codes a second (MOSS frames) counts its seconds, in every store (redis: the Lua)."""
+    for i in range(3):  # 2000 codes each = 10 s = 500 of the cap's 1000 (20 s at 50 a second)
+        await store.append("rate", Turn("moss:v", f"t{i}", tuple(range(1000)) * 2, 200), keep=0)
+    turns = (await store.load("rate")).turns
+    assert [t.text for t in turns] == ["t1", "t2"] and turns[0].codes_per_second == 200
+
+
 async def test_any_id_is_a_separate_key(store: TurnStore) -> None:
     for i, interleave_id in enumerate(HOSTILE_IDS):
         await store.append(interleave_id, turn(f"turn {i}"), keep=0)

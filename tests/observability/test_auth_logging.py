@@ -62,6 +62,27 @@ async def test_keys_from_a_file(tmp_path: Path) -> None:
         await ApiKeys(str(path)).load()
 
 
+async def test_admin_keys_are_api_keys_that_the_middleware_marks(tmp_path: Path) -> None:
+    keys = ApiKeys(f"{KEY},shared", "admin-key, shared")
+    await keys.load()
+    assert keys.access(f"Bearer {KEY}".encode()) == "key"
+    assert keys.access(b"Bearer admin-key") == keys.access(b"Bearer shared") == "admin"
+    assert keys.access(b"Bearer other") == keys.access(b"Basic admin-key") == "refused"
+    path = tmp_path / "admins"
+    path.write_text("# admins\nfrom-file\n")
+    from_file = ApiKeys(KEY, str(path))
+    await from_file.load()
+    assert from_file.access(b"Bearer from-file") == "admin"
+
+
+async def test_admin_keys_without_api_keys_fail_at_startup() -> None:
+    """They would grant nothing (without API_KEYS every client may do everything): a setup mistake."""
+    with pytest.raises(ValueError, match="ADMIN_API_KEYS is set but API_KEYS is not"):
+        await ApiKeys("", "admin-key").load()
+    with pytest.raises(ValueError, match="ADMIN_API_KEYS is set but its list holds no key"):
+        await ApiKeys(KEY, " , ").load()
+
+
 @pytest.fixture
 def json_log() -> Iterator[io.StringIO]:
     """Everything logged during the test, as JSON lines."""
@@ -119,3 +140,13 @@ async def test_access_line_without_spans_keeps_the_request_trace_id(
     assert access[0]["trace_id"] == response.headers["x-trace-id"]
     assert access[0]["span_id"] is None
     assert access[0]["status"] == 400 and access[0]["error"] == "validation"
+
+
+def test_refusals_by_key_count_as_auth_errors() -> None:
+    from app.core.errors import Forbidden
+    from app.observability.requests import RequestRecord, error_kind
+
+    record = RequestRecord("DELETE", "/v1/audio/voices/x")
+    assert error_kind(403, None, record) == "auth"
+    assert error_kind(None, Forbidden("not yours", param="name", code="voice_not_owned"), record) == "auth"
+    assert error_kind(401, None, record) == "auth"

@@ -19,7 +19,7 @@ import redis
 
 from app.codec.reference_cache import ReferenceCache
 from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
-from app.core.errors import Conflict, InvalidRequest, NotFound, Unavailable
+from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
 from app.synthesis.registry import VoiceRegistry, VoiceStore
 from app.synthesis.voice_stores.file import FileVoiceStore
 from app.synthesis.voice_stores.redis import RedisVoiceStore
@@ -97,6 +97,45 @@ async def test_a_restarted_process_reads_every_voice_with_its_consent(
     await again.start()
     [voice] = await again.voices()
     assert (voice.name, voice.codes, voice.consent) == ("kept", {"neucodec": (1, 2, 3)}, "consent noted")
+
+
+async def test_a_voice_records_its_owner_and_only_that_owner_removes_it_through_either_process(
+    make_registry: Callable[[], VoiceRegistry],
+) -> None:
+    """Issue 21, item 6, in the store: the owner check and the delete are one step, whichever process
+    asks; no owner (an admin key, or keys off) removes any voice."""
+    one, two = make_registry(), make_registry()
+    await one.start()
+    await two.start()
+    await one.add("anna", "hello", {"neucodec": [1, 2, 3]}, None, now=5, owner="a1a1a1a1a1a1a1a1")
+    await one.add("bob", "hello", {"neucodec": [1, 2, 3]}, None, now=5, owner="a1a1a1a1a1a1a1a1")
+    assert (await two.get("anna")) is not None and (await two.get("anna")).owner == "a1a1a1a1a1a1a1a1"
+    for registry in (one, two):
+        with pytest.raises(Forbidden) as info:
+            await registry.remove("anna", owner="b2b2b2b2b2b2b2b2")
+        assert (
+            info.value.status == 403 and info.value.param == "name" and info.value.code == "voice_not_owned"
+        )
+    assert [voice.name for voice in await one.voices()] == ["anna", "bob"]
+    await two.remove("anna", owner="a1a1a1a1a1a1a1a1")
+    await one.remove("bob")  # no owner: anyone's
+    assert await one.voices() == [] and await two.voices() == []
+    with pytest.raises(NotFound):
+        await two.remove("anna", owner="a1a1a1a1a1a1a1a1")
+
+
+async def test_a_voice_with_no_owner_is_removed_only_without_an_owner(
+    make_registry: Callable[[], VoiceRegistry],
+) -> None:
+    """A voice registered while keys were off (or before owners were recorded) is claimed by no key."""
+    registry = make_registry()
+    await registry.start()
+    await add(registry, "legacy")
+    assert (await registry.get("legacy")) is not None and (await registry.get("legacy")).owner is None
+    with pytest.raises(Forbidden):
+        await registry.remove("legacy", owner="a1a1a1a1a1a1a1a1")
+    await registry.remove("legacy")
+    assert await registry.voices() == []
 
 
 async def test_a_redis_that_does_not_answer_is_a_503() -> None:

@@ -60,6 +60,15 @@ async def test_llm_mode(fake: FakeOpenAI, llm: LLMNormalizer) -> None:
     assert request.system_text.endswith("Be brief.")
 
 
+async def test_llm_reply_is_cleared_of_controls_and_invisible_characters(
+    fake: FakeOpenAI, llm: LLMNormalizer
+) -> None:
+    """The chat model's reply is untrusted text too: what it adds never reaches the speech LM."""
+    fake.script = ChatScript(content='{"normalized": "Bayar\\u0000 lima\\u200b ringgit\\u202e sekarang!"}')
+    result = await TextNormalizer(llm).normalize("Bayar RM5 sekarang!!!", "llm", False, "ms", None, True)
+    assert result == NormalizeResult("Bayar  lima ringgit sekarang!", "llm", None)
+
+
 async def test_llm_unconfigured_is_a_400_on_the_normalize_endpoint() -> None:
     with pytest.raises(InvalidRequest) as caught:
         await TextNormalizer(None).normalize("RM5", "llm", False, "auto", None, False)

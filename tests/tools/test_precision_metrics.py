@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from app.tools.precision.audio import compare_audio, mel_filterbank
+from app.tools.precision.codes import compare_codes
 from app.tools.precision.metrics import compare_next_token, compare_tensors, snr_db
 
 
@@ -150,3 +151,34 @@ def test_mel_filterbank_covers_the_spectrum_with_unit_peaks() -> None:
     assert bank.shape == (80, 513)
     assert bank.min() >= 0 and bank.max() <= 1
     assert (bank.sum(0)[1:-1] > 0).all()  # every bin between DC and Nyquist falls in some band
+
+
+# --- codes -----------------------------------------------------------------------------------------------
+
+
+def test_code_agreement_per_codebook_and_in_every_codebook() -> None:
+    ref = torch.arange(12).view(4, 3)  # 4 frames x 3 codebooks
+    test = ref.clone()
+    test[0, 2] = -1  # codebook 2 differs in frame 0
+    test[1, 1:] = -1  # codebooks 1 and 2 differ in frame 1
+    a = compare_codes(ref, test)
+    assert (a.frames, a.codebooks) == (4, 3)
+    assert a.per_codebook == [1.0, 0.75, 0.5]
+    assert a.mean == pytest.approx(0.75)
+    assert a.all_codebooks == 0.5  # frames 2 and 3
+    one = compare_codes(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 0, 3, 4]))
+    assert (one.codebooks, one.per_codebook, one.all_codebooks) == (1, [0.75], 0.75)
+
+
+@pytest.mark.parametrize(
+    ("ref", "test", "match"),
+    [
+        (torch.zeros(3, 2, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long), "shapes differ"),
+        (torch.zeros(3, 2), torch.zeros(3, 2), "integer"),
+        (torch.zeros(1, 3, 2, dtype=torch.long), torch.zeros(1, 3, 2, dtype=torch.long), "frames, codebooks"),
+        (torch.zeros(0, 2, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long), "no codes"),
+    ],
+)
+def test_code_agreement_rejects_bad_input(ref: torch.Tensor, test: torch.Tensor, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        compare_codes(ref, test)

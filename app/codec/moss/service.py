@@ -151,7 +151,7 @@ class MossCodecService:
             "window_s": opts.window_s,
         }
         self.decode_batcher: Batcher[_Chunk, np.ndarray, list[_Chunk]] = Batcher(
-            "decode",
+            "moss_decode",
             key=lambda chunk: 0,  # chunks of any lengths share a batch (rows are packed, never padded)
             prepare=list,
             run=self._run_decode,
@@ -162,7 +162,7 @@ class MossCodecService:
         self.encode_batcher: Batcher[np.ndarray, np.ndarray, list[np.ndarray]] | None = None
         if codec.encoder is not None:
             self.encode_batcher = Batcher(
-                "encode",
+                "moss_encode",
                 key=lambda audio: 0,
                 prepare=list,
                 run=self._run_encode,

@@ -13,7 +13,6 @@ import dataclasses
 import importlib
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,7 +22,7 @@ from app.audio.stitcher import StitchSchedule
 from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
 from app.core.errors import InvalidRequest, Unavailable
-from app.core.family import Capabilities, ReferenceVoice, Sampling, SpeechJob
+from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
 from app.core.voices import VoiceCatalog
 from app.families.neucodec.long_input import MIN_ROOM_TOKENS, Budget, cut_into_parts, part_seed
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
@@ -88,13 +87,9 @@ def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | Non
     ``VOICES_DIR/.references/neucodec`` (one host's workers); none when REFERENCE_CACHE_SIZE is 0."""
     if settings.REFERENCE_CACHE_SIZE == 0:
         return None
-    from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
+    from app.codec.shared_codes import shared_codes_for  # imports redis: only when it is used
 
-    if settings.VOICE_STORE == "redis":
-        prefix = f"{settings.REDIS_KEY_PREFIX}references:{NAME}:"
-        return RedisSharedCodes(settings.REDIS_URL, prefix, settings.SHARED_REFERENCE_TTL_S)
-    directory = Path(settings.VOICES_DIR) / ".references" / NAME
-    return FileSharedCodes(directory, settings.REFERENCE_CACHE_SIZE)
+    return shared_codes_for(settings, NAME)
 
 
 def codec_options(settings: Settings) -> CodecOptions:
@@ -121,6 +116,7 @@ class NeuCodecFamily:
 
     name = NAME
     capabilities = Capabilities(reference_voice=True, multi_turn=True)
+    reference = ReferenceFormat(rate=16_000, codebooks=1, needs_transcript=True)  # NeuCodec's encoder input
 
     def __init__(self, settings: Settings, interleave: Interleave, metrics: Metrics) -> None:
         self.settings = settings

@@ -28,7 +28,8 @@ DEFAULT_PREFIX = "tts:interleave:"
 
 # KEYS[1]: the id's list. ARGV: turn JSON, keep (0 = no limit), max codes, TTL in ms.
 # Mirrors turns.retain: keep the newest turns in the new turn's voice, at most `keep`, and none older
-# once the newer ones hold `max codes`. An element that does not decode ends the walk (it is dropped).
+# once the newer ones hold `max codes` (a turn weighs its codes x 50 / codes_per_second, Turn.cost).
+# An element that does not decode ends the walk (it is dropped).
 _APPEND = """
 redis.call('RPUSH', KEYS[1], ARGV[1])
 local keep, max_codes = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -40,7 +41,7 @@ for i = #items, 1, -1 do
   if not ok or type(turn) ~= 'table' or turn.voice ~= voice or type(turn.codes) ~= 'table' then break end
   if (keep > 0 and kept >= keep) or codes >= max_codes then break end
   kept = kept + 1
-  codes = codes + #turn.codes
+  codes = codes + #turn.codes * 50 / (tonumber(turn.codes_per_second) or 50)
 end
 redis.call('LTRIM', KEYS[1], -kept, -1)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])

@@ -5,7 +5,8 @@ reader sees a whole file or none). Changes take ``{dir}/.lock`` (``flock``, so e
 host serializes its adds and deletes) and then rewrite ``{dir}/.version`` with a fresh random token;
 the store's version is that token plus the directory's mtime (which also moves when an operator copies
 a file in by hand). Under the lock an add re-reads the directory, so a name taken by another worker
-a moment earlier is a conflict and the limit counts every worker's voices. All file work runs in
+a moment earlier is a conflict and the limit counts every worker's voices, and a delete for an owner
+reads the file's recorded owner before it unlinks the file. All file work runs in
 worker threads. ``flock`` is per host: replicas on several hosts share voices through Redis instead.
 """
 
@@ -23,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from app.synthesis.registry import AddResult, RegisteredVoice, VoiceStoreError
+from app.synthesis.registry import AddResult, RegisteredVoice, RemoveResult, VoiceStoreError
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,8 @@ class FileVoiceStore:
     async def add(self, voice: RegisteredVoice, max_voices: int) -> AddResult:
         return await self._run(self._add, voice, max_voices)
 
-    async def remove(self, name: str) -> bool:
-        return await self._run(self._remove, name)
+    async def remove(self, name: str, owner: str | None) -> RemoveResult:
+        return await self._run(self._remove, name, owner)
 
     async def _run(self, work: Callable[..., T], *args: object) -> T:
         try:
@@ -137,14 +138,25 @@ class FileVoiceStore:
             self._bump()
             return "added"
 
-    def _remove(self, name: str) -> bool:
+    def _remove(self, name: str, owner: str | None) -> RemoveResult:
         path = self.directory / f"{name}.json"
         if not path.exists():
-            return False
+            return "absent"
         with self._locked():
             try:
+                if owner is not None and _owner_of(path) != owner:
+                    return "not_owner"
                 path.unlink()
             except FileNotFoundError:
-                return False
+                return "absent"
             self._bump()
-            return True
+            return "removed"
+
+
+def _owner_of(path: Path) -> object:
+    """The owner a voice file records (None for none, or when the file is not a voice record)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+    return record.get("owner") if isinstance(record, dict) else None

@@ -1,9 +1,10 @@
 """The voice store every replica shares: one Redis hash of voices and a version key.
 
 ``<prefix>voices`` maps each lowercased name to the voice's JSON (its codes per model family, its
-consent record); ``<prefix>voices:version`` holds a random token that every change replaces. Adds and
-deletes are Lua scripts, so "is the name free, is there room, store it, new version" is one atomic
-step against every replica: two replicas registering one name at once get one 201 and one 409, and the
+consent record, the fingerprint of the key that registered it); ``<prefix>voices:version`` holds a
+random token that every change replaces. Adds and deletes are Lua scripts, so "is the name free, is
+there room, store it, new version" (and "is it this owner's, delete it") is one atomic step against
+every replica: two replicas registering one name at once get one 201 and one 409, and the
 limit holds across replicas. A reader checks the version (one GET) on every use and reloads the hash
 (``GET`` + ``HGETALL`` in one transaction) when it moved. Timeouts are short and retries few, as in the
 interleave store: a Redis that is down costs a request about a second, then a 503.
@@ -21,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from app.synthesis.registry import AddResult, RegisteredVoice, VoiceStoreError
+from app.synthesis.registry import AddResult, RegisteredVoice, RemoveResult, VoiceStoreError
 
 log = logging.getLogger(__name__)
 
@@ -37,17 +38,21 @@ redis.call('SET', KEYS[2], ARGV[4])
 return 'added'
 """
 
-# KEYS: the hash, the version key. ARGV: lowercased name, exact name, new version token.
+# KEYS: the hash, the version key. ARGV: lowercased name, exact name, new version token, the owner
+# the voice must record ("" for any; a JSON null owner is cjson.null, never equal to a string).
 _REMOVE = """
 local stored = redis.call('HGET', KEYS[1], ARGV[1])
-if not stored then return 0 end
+if not stored then return 'absent' end
 local ok, voice = pcall(cjson.decode, stored)
-if ok and type(voice) == 'table' and voice.name ~= ARGV[2] then return 0 end
+local record = ok and type(voice) == 'table'
+if record and voice.name ~= ARGV[2] then return 'absent' end
+if ARGV[4] ~= '' and not (record and voice.owner == ARGV[4]) then return 'not_owner' end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[3])
-return 1
+return 'removed'
 """
 _OUTCOMES: dict[str, AddResult] = {"added": "added", "exists": "exists", "full": "full"}
+_REMOVALS: dict[str, RemoveResult] = {"removed": "removed", "absent": "absent", "not_owner": "not_owner"}
 
 
 def connect(url: str) -> Redis:
@@ -126,15 +131,17 @@ class RedisVoiceStore:
             raise VoiceStoreError(f"unexpected answer from the add script: {result!r}")
         return outcome
 
-    async def remove(self, name: str) -> bool:
+    async def remove(self, name: str, owner: str | None) -> RemoveResult:
         assert self._remove is not None, "start() first"
+        args = [name.lower(), name, secrets.token_hex(8), owner or ""]
         try:
-            removed = await self._remove(
-                keys=[self.key, self.version_key], args=[name.lower(), name, secrets.token_hex(8)]
-            )
+            result = await self._remove(keys=[self.key, self.version_key], args=args)
         except (RedisError, OSError, TimeoutError) as exc:
             raise VoiceStoreError(f"redis voice store failed: {exc!r}") from exc
-        return bool(removed)
+        outcome = _REMOVALS.get(_text(result))
+        if outcome is None:
+            raise VoiceStoreError(f"unexpected answer from the remove script: {result!r}")
+        return outcome
 
 
 def _text(value: object) -> str:

@@ -22,7 +22,6 @@ from app.tools.precision.report import to_json, to_text
 from app.tools.precision.runs import Run, environment, load_run, save_run
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-DEFAULT_LENGTH = {"lm": 160, "codec": 250}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,19 +29,24 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m app.tools.precision",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="parts:\n"
+        + "\n".join(f"  {name}: {part.description}" for name, part in sorted(PARTS.items())),
     )
     parser.add_argument("part", choices=sorted(PARTS), help="the model part to run")
     parser.add_argument(
         "--source",
-        help="checkpoint directory or Hugging Face id; random:qwen3-1.7b (LM) or random:official / "
-        "random:tiny (decoder) for random weights; default: the source of a RUN given",
+        help="checkpoint directory or Hugging Face id, or random weights (each part's below); "
+        "default: the source of a RUN given",
     )
     parser.add_argument(
         "--ref", default="cpu,float32,sdpa", help="reference CONFIG or RUN file (default cpu,float32,sdpa)"
     )
     parser.add_argument("--test", action="append", default=[], help="a CONFIG or RUN to compare (repeatable)")
     parser.add_argument(
-        "--length", type=int, help="continuation tokens (LM, default 160) or codes (decoder, default 250)"
+        "--length",
+        type=int,
+        help="continuation tokens (LM) or frames of codes and audio (codec); default: "
+        + ", ".join(f"{name} {part.default_length}" for name, part in sorted(PARTS.items())),
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fixed inputs")
     parser.add_argument("--save-dir", type=Path, help="save every run made here as PART-LABEL.safetensors")
@@ -65,8 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     limits.add_argument(
         "--max-share-tv", type=float, help="LM: share of positions with TV above --tv-threshold"
     )
-    limits.add_argument("--min-audio-snr-db", type=float, help="decoder: waveform SNR")
-    limits.add_argument("--max-log-mel-db", type=float, help="decoder: log-mel distance")
+    limits.add_argument("--min-audio-snr-db", type=float, help="codec: waveform SNR")
+    limits.add_argument("--max-log-mel-db", type=float, help="codec: log-mel distance")
+    limits.add_argument(
+        "--min-code-agreement", type=float, help="codec encoder: mean share of identical codes per codebook"
+    )
     return parser
 
 
@@ -100,7 +107,9 @@ def _main(args: argparse.Namespace) -> int:
     if first is not None:
         inputs, options = first.inputs, first.options
     else:
-        length = args.length or DEFAULT_LENGTH[part.kind]
+        length = part.default_length if args.length is None else args.length
+        if length < 1:
+            raise ValueError(f"--length must be at least 1, got {length}")
         inputs, options = part.make_inputs(source, args.seed, length)
     runs: list[Run] = []
     for spec in specs:
@@ -121,6 +130,7 @@ def _main(args: argparse.Namespace) -> int:
     limits = Thresholds(
         args.min_cosine, args.max_rel_l2, args.min_top1, args.min_topk_overlap,
         args.max_kl_mean, args.max_share_tv, args.min_audio_snr_db, args.max_log_mel_db,
+        args.min_code_agreement,
     )  # fmt: skip
     token_options = NextTokenOptions(args.topk, args.temperature, args.tv_threshold)
     comparisons = [compare_runs(reference, test, part.kind, limits, token_options) for test in tests]

@@ -1,4 +1,8 @@
-"""Compare a test run with a reference run of the same part and inputs, and judge it against thresholds."""
+"""Compare a test run with a reference run of the same part and inputs, and judge it against thresholds.
+
+Float outputs are compared as tensors (``metrics.compare_tensors``); integer outputs are codes (a codec
+encoder's), compared by the share of identical codes per codebook (``codes.compare_codes``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from app.tools.precision.audio import AudioAgreement, compare_audio
+from app.tools.precision.codes import CodeAgreement, compare_codes
 from app.tools.precision.metrics import (
     NextTokenAgreement,
     TensorAgreement,
@@ -29,6 +34,7 @@ class Thresholds:
     max_share_tv: float | None = None
     min_audio_snr_db: float | None = None
     max_log_mel_db: float | None = None
+    min_code_agreement: float | None = None
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -45,11 +51,13 @@ class NextTokenOptions:
 
 @dataclass
 class Comparison:
-    """One test run against the reference: per-tensor agreement, LM or codec checks, failed limits."""
+    """One test run against the reference: per-tensor and per-code agreement, LM or codec checks, failed
+    limits."""
 
     reference: Run
     test: Run
     tensors: dict[str, TensorAgreement]
+    codes: dict[str, CodeAgreement] = field(default_factory=dict)
     next_token: NextTokenAgreement | None = None
     audio: AudioAgreement | None = None
     failures: list[str] = field(default_factory=list)
@@ -89,6 +97,10 @@ def judge(comparison: Comparison, limits: Thresholds) -> list[str]:
             failures.append(f"{name}: cosine {agreement.cosine:.6f} < {limits.min_cosine}")
         if limits.max_rel_l2 is not None and _above(agreement.rel_l2, limits.max_rel_l2):
             failures.append(f"{name}: relative L2 {agreement.rel_l2:.4g} > {limits.max_rel_l2}")
+    for name, codes in comparison.codes.items():
+        limit = limits.min_code_agreement
+        if limit is not None and _below(codes.mean, limit):
+            failures.append(f"{name}: mean code agreement {codes.mean:.4g} < {limit}")
     token = comparison.next_token
     if token is not None:
         checks = [
@@ -123,12 +135,17 @@ def compare_runs(
     limits: Thresholds | None = None,
     next_token: NextTokenOptions | None = None,
 ) -> Comparison:
-    """Compare every output tensor; for ``kind`` "lm" the next-token logits, for "codec" the audio."""
+    """Compare every output (float: as tensors, integer: as codes); for ``kind`` "lm" the next-token
+    logits, for "codec" the audio."""
     check_same_inputs(reference, test)
-    tensors = {
-        name: compare_tensors(reference.outputs[name], test.outputs[name]) for name in reference.outputs
-    }
-    comparison = Comparison(reference, test, tensors)
+    tensors, codes = {}, {}
+    for name, ref in reference.outputs.items():
+        tst = test.outputs[name]
+        if ref.dtype.is_floating_point:
+            tensors[name] = compare_tensors(ref, tst)
+        else:
+            codes[name] = compare_codes(ref, tst)
+    comparison = Comparison(reference, test, tensors, codes)
     if kind == "lm":
         opts = next_token or NextTokenOptions()
         comparison.next_token = compare_next_token(

@@ -24,6 +24,8 @@ def to_json(reference: Run, comparisons: list[Comparison], limits: Thresholds) -
         item["passed"] = comparison.passed
         item["failures"] = comparison.failures
         item["tensors"] = [{"name": n} | _clean(a.as_dict()) for n, a in comparison.tensors.items()]
+        if comparison.codes:
+            item["codes"] = [{"name": n} | a.as_dict() for n, a in comparison.codes.items()]
         if comparison.next_token is not None:
             item["next_token"] = _clean(comparison.next_token.as_dict())
         if comparison.audio is not None:
@@ -57,7 +59,8 @@ def _pct(value: float) -> str:
 
 
 def to_text(reference: Run, comparisons: list[Comparison]) -> str:
-    """Tables: per comparison every tensor's agreement, then the next-token or audio checks and the verdict;
+    """Tables: per comparison every tensor's agreement, the codes' agreement, then the next-token or audio
+    checks and the verdict;
     with several comparisons, a side-by-side table of relative L2 error per tensor."""
     lines = [f"{reference.part}  source {reference.source}  reference {reference.config.label}"]
     for c in comparisons:
@@ -75,6 +78,13 @@ def to_text(reference: Run, comparisons: list[Comparison]) -> str:
             for n, a in c.tensors.items()
         ]
         lines += _table(["tensor", "shape", "cosine", "rel L2", "max abs", "mean abs", "SNR dB"], rows)
+        for name, codes in c.codes.items():
+            shares = " ".join(f"{100 * v:.0f}" for v in codes.per_codebook)
+            lines.append(
+                f"{name}: {codes.frames} frames x {codes.codebooks} codebooks, identical codes "
+                f"{_pct(codes.mean)} (per codebook, %: {shares}), frames identical in every codebook "
+                f"{_pct(codes.all_codebooks)}"
+            )
         t = c.next_token
         if t is not None:
             lines.append(

@@ -10,13 +10,12 @@ import torch
 
 from app.codec.moss.loading import load_codec
 from app.codec.moss.model import MossAudioCodec
-from app.tools.fixtures.moss_codec import write_moss_codec
 
 
 @pytest.fixture(scope="session")
-def tiny_moss_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random MOSS codec: ``config.json``, two safetensors shards and their index (seed 0)."""
-    return write_moss_codec(tmp_path_factory.mktemp("moss") / "tiny")
+def tiny_moss_dir(tiny_moss_codec_dir: Path) -> Path:
+    """The suite's tiny random MOSS codec: ``config.json``, two safetensors shards and their index."""
+    return tiny_moss_codec_dir
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ backbone transformer block ``transformer.NN`` ``[T, hidden]``, the backbone ``[T
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 
@@ -19,7 +19,7 @@ from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.transformer import Attention
 from app.core.device import resolve_device, set_current
 from app.tools.precision.configs import RunConfig
-from app.tools.precision.parts.base import RANDOM_PREFIX, as_output, capture, release
+from app.tools.precision.parts.base import RANDOM_PREFIX, Kind, as_output, capture, release
 
 
 def _random_config(source: str) -> NeuCodecConfig:
@@ -55,8 +55,11 @@ class NeuCodecDecoderPart:
     """``neucodec-decoder``: see the module docstring."""
 
     name: ClassVar[str] = "neucodec-decoder"
-    kind: ClassVar[Literal["lm", "codec"]] = "codec"
-    description: ClassVar[str] = "NeuCodec decoder: codes -> per-layer activations and 24 kHz audio"
+    kind: ClassVar[Kind] = "codec"
+    description: ClassVar[str] = (
+        "NeuCodec decoder: codes -> per-layer activations and 24 kHz audio; random:official, random:tiny"
+    )
+    default_length: ClassVar[int] = 250
 
     def make_inputs(
         self, source: str, seed: int, length: int

@@ -14,7 +14,7 @@ tokenizer: the prompt and continuation are then seeded random ids and the logits
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 
@@ -23,7 +23,7 @@ from app.lm.attention import attention_implementation
 from app.lm.prompt import tts_prompt
 from app.lm.speech_tokens import SPEECH_CODES
 from app.tools.precision.configs import RunConfig
-from app.tools.precision.parts.base import RANDOM_PREFIX, capture, release
+from app.tools.precision.parts.base import RANDOM_PREFIX, Kind, capture, release
 
 PROMPT_VOICE = "husein"
 PROMPT_TEXT = "The quick brown fox jumps over the lazy dog, then naps beside the river until noon."
@@ -99,8 +99,11 @@ class NeuCodecLMPart:
     """``neucodec-lm``: see the module docstring."""
 
     name: ClassVar[str] = "neucodec-lm"
-    kind: ClassVar[Literal["lm", "codec"]] = "lm"
-    description: ClassVar[str] = "NeuCodec TTS LM (Qwen3, in-process): per-layer hidden states, logits"
+    kind: ClassVar[Kind] = "lm"
+    description: ClassVar[str] = (
+        "NeuCodec TTS LM (Qwen3, in-process): per-layer hidden states, logits; random:qwen3-1.7b"
+    )
+    default_length: ClassVar[int] = 160
 
     def make_inputs(
         self, source: str, seed: int, length: int

@@ -1,0 +1,94 @@
+"""Frames -> PCM for one utterance: the engine's frames go to the utterance's codec stream as they come.
+
+Chunking: the first decode waits for ``first`` frames (80 ms each), then chunk sizes double up to
+``largest`` (2, 4, 8, 8, ... by default): the first audio leaves after a couple of frames, and later
+decodes are bigger (fewer codec calls) while the audio already sent plays. When more frames than the
+next size are waiting (the LM ran ahead of the codec), one decode takes them all, up to ``largest``.
+The codec stream is causal and keeps its own state, so chunks need no overlap or crossfade: the audio is
+``1920 * frames`` samples, the same for any chunking (to float rounding). What is left when the LM ends
+is decoded at once (in chunks of at most ``largest``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.core.stats import UtteranceStats
+from app.observability.tracing import span
+
+Decode = Callable[[np.ndarray], Awaitable[np.ndarray]]
+"""Frames ``(n, 16)`` -> their float32 audio ``(1920 n,)``, following the stream's earlier chunks."""
+
+
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """Decode sizes in frames: ``first``, then doubling up to ``largest``."""
+
+    first: int = 2
+    largest: int = 8
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.first <= self.largest:
+            raise ValueError(f"need 1 <= first <= largest, got {self.first}, {self.largest}")
+
+    def sizes(self) -> Iterator[int]:
+        """The sizes of successive decodes (endless)."""
+        size = self.first
+        while True:
+            yield size
+            size = min(size * 2, self.largest)
+
+
+async def speak(
+    frames: AsyncIterator[np.ndarray],
+    decode: Decode,
+    schedule: ChunkSchedule,
+    max_frames: int,
+    stats: UtteranceStats,
+    made: list[np.ndarray],
+) -> AsyncGenerator[np.ndarray, None]:
+    """float32 24 kHz chunks, shape (samples,), for the frames ``(n, 16)`` of ``frames``, as they come.
+
+    Appends every frame block to ``made`` and counts frames in ``stats.codes``; sets
+    ``stats.finish_reason`` when the frames end ("length" when ``max_frames`` were made, else "stop").
+    """
+    sizes = schedule.sizes()
+    target = next(sizes)
+    waiting = np.zeros((0, 16), dtype=np.int64)
+    while True:
+        started = time.perf_counter()
+        block = await anext(frames, None)
+        stats.lm_wait_s += time.perf_counter() - started
+        if block is None:
+            break
+        made.append(block)
+        stats.codes += len(block)
+        waiting = np.concatenate([waiting, block])
+        while len(waiting) >= target:
+            take = min(len(waiting), schedule.largest)
+            chunk, waiting = waiting[:take], waiting[take:]
+            yield await _decoded(decode, chunk, stats, last=False)
+            target = next(sizes)
+    stats.finish_reason = "length" if stats.codes >= max_frames else "stop"
+    while len(waiting):
+        chunk, waiting = waiting[: schedule.largest], waiting[schedule.largest :]
+        yield await _decoded(decode, chunk, stats, last=not len(waiting))
+
+
+async def _decoded(decode: Decode, chunk: np.ndarray, stats: UtteranceStats, last: bool) -> np.ndarray:
+    """``decode(chunk)`` timed into ``stats`` and traced as ``tts.chunk`` -> ``codec.decode``."""
+    index = stats.decodes
+    stats.decodes += 1
+    attributes = {"chunk.index": index, "chunk.decode_tokens": len(chunk), "chunk.is_last": last}
+    with span("tts.chunk", attributes) as traced:
+        with span("codec.decode", {"codec.tokens": len(chunk)}):
+            started = time.perf_counter()
+            audio = await decode(chunk)
+            stats.decode_wait_s += time.perf_counter() - started
+        traced.set({"chunk.samples": len(audio)})
+    stats.samples += audio.size
+    return audio
