@@ -126,6 +126,24 @@ class LMSettings(BaseSettings):
         "a request beyond it waits for a row to finish.",
     )
 
+    # --- long inputs (issue 18; README "Long inputs") ---------------------------------------------------
+    LONG_INPUT_CHARS_PER_S: float = Field(
+        10.0,
+        gt=0,
+        le=100,
+        description="Long inputs: slowest expected speech, in characters per second of spaced scripts "
+        "(spaces and punctuation included); a text is cut into generations that fit at this pace.",
+    )
+    LONG_INPUT_WIDE_CHARS_PER_S: float = Field(
+        2.5, gt=0, le=100, description="Long inputs: the same for CJK (wide) characters per second."
+    )
+    LONG_INPUT_CROSSFADE_MS: float = Field(
+        20.0,
+        ge=0,
+        le=200,
+        description="Long inputs: equal-power crossfade where one part's audio joins the next.",
+    )
+
 
 class TextSettings(BaseSettings):
     """Text normalization."""

@@ -18,9 +18,11 @@ FORMATS: dict[str, tuple[str, str, int | None]] = {
 }
 
 
-def espeak_wav(path: Path, text: str) -> Path:
-    """Write ``text`` spoken by espeak-ng (22.05 kHz mono 16-bit wav) to ``path``."""
-    subprocess.run(["espeak-ng", "-w", str(path), text], check=True, capture_output=True)
+def espeak_wav(path: Path, text: str, voice: str | None = None) -> Path:
+    """Write ``text`` spoken by espeak-ng (22.05 kHz mono 16-bit wav; its default voice unless
+    ``voice``, e.g. ``ms``, ``ta``, ``cmn``) to ``path``."""
+    command = ["espeak-ng", "-w", str(path), *(["-v", voice] if voice else []), text]
+    subprocess.run(command, check=True, capture_output=True)
     return path
 
 

@@ -192,6 +192,29 @@ class Interleave:
         """The request's LM call with the id's history fitted in front of ``text`` (``params`` holds the
         plain prompt and the requested max_tokens). An unreadable store means no history."""
         turns = await self.history(interleave_id)
+        return await self._turn(interleave_id, voice, text, params, keep, turns)
+
+    async def follow(
+        self, turn: InterleaveTurn, spoken: UtteranceStats, text: str, params: GenerationParams
+    ) -> InterleaveTurn:
+        """The next part of a long input on ``turn``'s id: ``text`` prompted with ``turn``'s history and
+        ``turn`` itself as the newest turn when it was spoken whole (``spoken``: its stats, finished
+        "stop" with codes; else without it). ``params`` holds the plain prompt and max_tokens."""
+        turns = list(turn.history)
+        if spoken.finish_reason == "stop" and spoken.tokens:
+            turns.append(Turn(turn.voice, turn.text, tuple(spoken.tokens)))
+        return await self._turn(turn.interleave_id, turn.voice, text, params, turn.keep, turns)
+
+    async def _turn(
+        self,
+        interleave_id: str,
+        voice: str,
+        text: str,
+        params: GenerationParams,
+        keep: int,
+        turns: list[Turn],
+    ) -> InterleaveTurn:
+        """``text``'s turn with ``turns`` (oldest first) fitted in front of it."""
         limits = self.limits(keep)
         with span("tts.interleave", {"interleave.stored_turns": len(turns)}) as traced:
             plan, cold = await asyncio.to_thread(self._plans, turns, voice, text, params.max_tokens, limits)

@@ -298,22 +298,31 @@ async def test_errors_quote_a_client_value_cut_short(app_url: str) -> None:
 async def test_max_tokens_fits_what_the_prompt_leaves_of_the_lm_window(
     tiny_codec_dir: Path, fake_vllm: FakeVLLM
 ) -> None:
-    """max_tokens (the default and an explicit one) is cut to the window left after the prompt, and a
-    prompt that leaves no room is a 400 before the backend is asked: never a 502 from vLLM."""
+    """max_tokens (the default and an explicit one) is cut to the window left after the prompt; a text
+    too long for the window is spoken in parts, each fitted the same way; a prompt that leaves no room
+    even for one word is a 400 before the backend is asked: never a 502 from vLLM."""
     settings = http_settings(
         tiny_codec_dir, fake_vllm.url, LM_MAX_MODEL_LEN=512, INTERLEAVE_MIN_GEN_TOKENS=100
     )
-    words = " ".join(["hello"] * 60)
+    words = " ".join(["hello"] * 10)
     async with serve(settings) as url:
         fits = await post(url, body(input=words))
         explicit = await post(url, body(input=words, max_tokens=30000))
-        too_long = await post(url, body(input=" ".join(["hello"] * 600)))
-    assert fits.status_code == explicit.status_code == 200
+        assert fits.status_code == explicit.status_code == 200
+        assert len(fake_vllm.requests) == 2
+        long = await post(url, body(input=" ".join(["hello"] * 600)))
+        assert long.status_code == 200
+        too_long = await post(url, body(input="x" * 1500))  # one word: never cut, and it fills the window
     for request in fake_vllm.requests:
         assert request.body["max_tokens"] == 512 - estimate_tokens(request.body["prompt"])
-    assert len(fake_vllm.requests) == 2
+    parts = [request.body["prompt"] for request in fake_vllm.requests[2:]]
+    assert len(parts) > 1
+    assert " ".join(
+        p.removeprefix("<|im_start|>husein: ").removesuffix("<|speech_start|>") for p in parts
+    ) == (" ".join(["hello"] * 600))
     error = assert_openai_error(too_long, 400)
     assert error["param"] == "input" and error["code"] == "context_length_exceeded"
+    assert len(fake_vllm.requests) == 2 + len(parts)
 
 
 async def test_top_k_beyond_what_a_backend_takes_is_a_422(app_url: str) -> None:

@@ -26,7 +26,7 @@ async def test_embedded_backend_streams_buffers_and_survives_disconnects(
         DEFAULT_PLAYBACK_SPEED=0.2,
         DISCONNECT_POLL_S=0.05,
     )
-    request = {"input": "Hello there.", "voice": "idayu", "max_tokens": 30, "seed": 3}
+    request = {"input": "Hello.", "voice": "idayu", "max_tokens": 30, "seed": 3}  # one generation
     async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         assert (await client.get("/ready")).json()["checks"] == {"codec": True, "lm": True}
 

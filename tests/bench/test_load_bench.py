@@ -30,7 +30,10 @@ async def paced_vllm() -> AsyncIterator[FakeVLLM]:
 
 @pytest.fixture
 async def demo_url(tiny_codec_dir: Path, paced_vllm: FakeVLLM) -> AsyncIterator[str]:
-    async with serve(http_settings(tiny_codec_dir, paced_vllm.url, VC_ENABLED=False)) as url:
+    # max_tokens=96 bounds each generation; a pace at which every eval sentence fits 96 codes keeps one
+    # LM request per speech request (the fake speaks 12 codes a word, cut at 96)
+    settings = http_settings(tiny_codec_dir, paced_vllm.url, VC_ENABLED=False, LONG_INPUT_CHARS_PER_S=100)
+    async with serve(settings) as url:
         yield url
 
 

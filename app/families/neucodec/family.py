@@ -2,10 +2,8 @@
 
 Owns the LM source, the codec worker (decoder, and the encoder when VC_ENABLED), the reference-code
 cache and the interleave service, all built from ``Settings`` and started in ``start``. ``plan`` turns a
-``SpeechJob`` into a ``NeuCodecUtterance`` (the prompt, with interleave history when asked); its
-``stream`` runs ``pipeline.synthesize`` and, with history, holds the first audio until the fallback
-check has been decided, so a regeneration without history never follows audio; its turn is stored before
-the stream ends (``Interleave.land``), so before the response's last bytes.
+``SpeechJob`` into a ``NeuCodecUtterance`` (``utterance.py``): the prompt, with interleave history when
+asked, and for a text that one generation cannot speak, the parts it is cut into (``long_input.py``).
 """
 
 from __future__ import annotations
@@ -14,27 +12,25 @@ import asyncio
 import dataclasses
 import importlib
 import logging
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import anyio
 import numpy as np
 
+from app.audio.splice import width_samples
 from app.audio.stitcher import StitchSchedule
 from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
 from app.core.errors import InvalidRequest, Unavailable
 from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
-from app.core.stats import UtteranceStats
-from app.core.types import Attributes
 from app.core.voices import VoiceCatalog
-from app.families.neucodec.pipeline import synthesize
-from app.interleave.service import Interleave, InterleaveTurn
-from app.lm.prompt import estimate_tokens, tts_prompt, vc_prompt
+from app.families.neucodec.long_input import MIN_ROOM_TOKENS, Budget, cut_into_parts, part_seed
+from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
+from app.interleave.service import Interleave
+from app.lm.prompt import tts_prompt, vc_prompt
 from app.lm.types import GenerationParams, TokenSource
 from app.observability.metrics import Metrics
 from app.observability.startup import startup_step
-from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
     from app.codec.precision import CodecPrecision
@@ -44,8 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "neucodec"
-MIN_ROOM_TOKENS = 50
-"""Fewest speech tokens (1 s) a prompt must leave in the LM window to be worth generating."""
 
 
 def builtin_voices(settings: Settings) -> VoiceCatalog:
@@ -115,94 +109,6 @@ def codec_options(settings: Settings) -> CodecOptions:
         batching=settings.CODEC_BATCHING,
         deadlines=settings.CODEC_SCHEDULING == "deadline",
     )
-
-
-class NeuCodecUtterance:
-    """One planned NeuCodec request: its LM call, its stitch schedule, and its interleave turn."""
-
-    def __init__(
-        self,
-        family: NeuCodecFamily,
-        params: GenerationParams,
-        schedule: StitchSchedule,
-        turn: InterleaveTurn | None,
-        request_attributes: Attributes,
-    ) -> None:
-        self.family = family
-        self.request_attributes = request_attributes
-        self.params = params
-        self.schedule = schedule
-        self.turn = turn
-
-    def attributes(self) -> Attributes:
-        return {
-            **self.request_attributes,
-            "tts.model": self.params.model,
-            "max_tokens": self.params.max_tokens,
-            "temperature": self.params.temperature,
-            "prompt_chars": len(self.params.prompt),
-            "first_window_tokens": self.schedule.first_tokens,
-        }
-
-    def headers(self) -> Mapping[str, str]:
-        return self.turn.headers() if self.turn is not None else {}
-
-    def _generate(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
-        """One generation of ``self.params`` traced as ``tts.stream``."""
-        codec = self.family.codec
-        if codec is None:
-            raise Unavailable("The codec is not loaded yet.")
-        stream_span = start_span("tts.stream", self.attributes())
-        return traced_stream(
-            stream_span,
-            synthesize(self.family.source, codec.decode, self.params, self.schedule, stats),
-            stats.span_attributes,
-        )
-
-    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
-        """PCM chunks; with an interleave turn the first chunk is held until ``hold_codes`` codes exist or
-        the LM finished, and a fallback regenerates without history before anything is yielded. The turn
-        is committed once the whole utterance has been produced."""
-        chunks = self._generate(stats)
-        try:
-            if self.turn is not None and self.turn.hold_codes:
-                head = await _head(chunks, stats, self.turn.hold_codes)
-                if self.turn.falls_back(stats):
-                    with anyio.CancelScope(shield=True):
-                        await chunks.aclose()
-                    self.family.interleave.fell_back()
-                    self.turn = self.turn.cold()
-                    self.params = self.turn.params
-                    stats.reset()
-                    chunks = self._generate(stats)
-                    head = await anext(chunks, None)
-                if head is None:
-                    return
-                yield head
-            async for chunk in chunks:
-                yield chunk
-        finally:
-            with anyio.CancelScope(shield=True):
-                await chunks.aclose()
-            if stats.prompt_tokens is None:
-                stats.prompt_tokens = estimate_tokens(self.params.prompt)
-        if self.turn is not None:
-            await self.family.interleave.land(self.turn, stats)
-
-
-async def _head(
-    chunks: AsyncGenerator[np.ndarray, None], stats: UtteranceStats, hold_codes: int
-) -> np.ndarray | None:
-    """The first chunk, joined with the next ones until ``hold_codes`` codes were generated or the LM
-    finished; None when there is no audio at all."""
-    parts: list[np.ndarray] = []
-    while (chunk := await anext(chunks, None)) is not None:
-        parts.append(chunk)
-        if stats.finish_reason is not None or stats.codes >= hold_codes:
-            break
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 class NeuCodecFamily:
@@ -336,25 +242,55 @@ class NeuCodecFamily:
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an
-        interleave id, built-in voices only), with ``max_tokens`` fitted to what the LM window leaves."""
+        interleave id, built-in voices only), with ``max_tokens`` fitted to what the LM window leaves; a
+        text one generation cannot speak is cut into parts (``long_input``), each planned the same way."""
         if self.codec is None:
             raise Unavailable("The codec is not loaded yet.")
         schedule = self.schedule(job.first_chunk_s, job.overlap_s)
-        if isinstance(job.voice, ReferenceVoice):
-            prompt = vc_prompt(job.voice.text, job.voice.codes, job.text)
-            params = await self._fitted(self._params(prompt, job), "reference_audio")
-            return NeuCodecUtterance(self, params, schedule, None, job.attributes)
-        params = await self._fitted(self._params(tts_prompt(job.voice, job.text), job), "input")
-        if job.interleave_id is None or not self.interleave.enabled:
-            return NeuCodecUtterance(self, params, schedule, None, job.attributes)
-        turn = await self.interleave.prepare(job.interleave_id, job.voice, job.text, params, job.retain_turns)
-        return NeuCodecUtterance(self, turn.params, schedule, turn, job.attributes)
+        voice = job.voice
+        interleaved = job.interleave_id is not None and self.interleave.enabled and isinstance(voice, str)
+        if isinstance(voice, ReferenceVoice):
+            reference = voice
 
-    async def _fitted(self, params: GenerationParams, param: str) -> GenerationParams:
-        """``params`` with ``max_tokens`` cut to the room the prompt leaves in LM_MAX_MODEL_LEN; a 400
-        naming ``param`` when the prompt leaves no room at all (vLLM would refuse it)."""
+            def prompt_of(text: str) -> str:
+                return vc_prompt(reference.text, reference.codes, text)
+
+            param = "reference_audio"
+        else:
+            speaker = voice
+
+            def prompt_of(text: str) -> str:
+                return tts_prompt(speaker, text)
+
+            param = "input"
+        s = self.settings
+        max_tokens = job.sampling.max_tokens
+        budget = Budget(
+            window=s.LM_MAX_MODEL_LEN,
+            max_tokens=min(max_tokens, s.INTERLEAVE_MIN_GEN_TOKENS) if interleaved else max_tokens,
+            chars_per_s=s.LONG_INPUT_CHARS_PER_S,
+            wide_chars_per_s=s.LONG_INPUT_WIDE_CHARS_PER_S,
+        )
+        texts = await asyncio.to_thread(cut_into_parts, job.text, prompt_of, self.interleave.count, budget)
+        parts = [
+            PlannedPart(
+                part.text, self._fitted(self._params(part.prompt, job, index), part.prompt_tokens, param)
+            )
+            for index, part in enumerate(texts)
+        ]
+        crossfade = width_samples(s.LONG_INPUT_CROSSFADE_MS)
+        if not interleaved:
+            return NeuCodecUtterance(self, parts, schedule, None, job.attributes, crossfade)
+        assert job.interleave_id is not None and isinstance(voice, str)
+        turn = await self.interleave.prepare(
+            job.interleave_id, voice, parts[0].text, parts[0].params, job.retain_turns
+        )
+        return NeuCodecUtterance(self, parts, schedule, turn, job.attributes, crossfade)
+
+    def _fitted(self, params: GenerationParams, prompt_tokens: int, param: str) -> GenerationParams:
+        """``params`` with ``max_tokens`` cut to the room the prompt (``prompt_tokens`` long) leaves in
+        LM_MAX_MODEL_LEN; a 400 naming ``param`` when it leaves no room at all (vLLM would refuse it)."""
         window = self.settings.LM_MAX_MODEL_LEN
-        prompt_tokens = await asyncio.to_thread(self.interleave.count, params.prompt)
         room = window - prompt_tokens
         if room < MIN_ROOM_TOKENS:
             raise InvalidRequest(
@@ -365,8 +301,8 @@ class NeuCodecFamily:
             )
         return dataclasses.replace(params, max_tokens=min(params.max_tokens, room))
 
-    def _params(self, prompt: str, job: SpeechJob) -> GenerationParams:
-        """The LM call: ``prompt`` with the job's sampling, for the served model."""
-        return GenerationParams(
-            prompt=prompt, model=self.settings.MODEL_NAME, **dataclasses.asdict(job.sampling)
-        )
+    def _params(self, prompt: str, job: SpeechJob, part: int = 0) -> GenerationParams:
+        """The LM call: ``prompt`` with the job's sampling (the seed derived for ``part``), for the
+        served model."""
+        sampling = dataclasses.replace(job.sampling, seed=part_seed(job.sampling.seed, part))
+        return GenerationParams(prompt=prompt, model=self.settings.MODEL_NAME, **dataclasses.asdict(sampling))

@@ -47,17 +47,21 @@ async def synthesize(
     params: GenerationParams,
     schedule: StitchSchedule,
     stats: UtteranceStats | None = None,
+    generated: Callable[[], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> AsyncGenerator[np.ndarray, None]:
     """Yield float32 mono 24 kHz chunks, shape (samples,), as the LM produces codes.
 
     Exactly 480 samples per generated code in total. Closing or cancelling the iterator aborts the
-    generation upstream (the LM stream is closed even when the task is being cancelled).
+    generation upstream (the LM stream is closed even when the task is being cancelled). ``generated``
+    is called once the LM stream has ended normally, before the last windows are decoded. ``clock``
+    gives the moment the first audio is due (the stitcher's play-out deadlines count from it).
     """
     stats = stats if stats is not None else UtteranceStats()
     started = time.perf_counter()
     stream = source.generate(params)
     observed = _ObservedDecode(decode, stats)
-    stitcher = Stitcher(observed, schedule)
+    stitcher = Stitcher(observed, schedule, clock=clock)
     deltas = aiter(stream)
     try:
         while True:
@@ -73,6 +77,8 @@ async def synthesize(
                     stats.samples += chunk.size
                     yield chunk
         stats.finish_reason = stream.finish_reason
+        if generated is not None:
+            generated()
         observed.last = True
         for chunk in await stitcher.flush():
             stats.samples += chunk.size

@@ -1,0 +1,210 @@
+"""NeuCodecUtterance: one planned NeuCodec request, spoken as one generation or, for a long input, as
+several parts played as one stream (``app.families.parts``).
+
+Each generation runs ``pipeline.synthesize``. With an interleave turn, a generation's first audio is held
+until the fallback check has been decided, so a regeneration without history never follows audio. With
+interleave on, part k > 0 is prompted with the parts before it as turns (``Interleave.follow``) and
+each part is stored as a turn once all its audio was taken, the last one before the stream ends
+(``Interleave.land``), so before the response's last bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import numpy as np
+
+from app.audio.stitcher import StitchSchedule
+from app.core.errors import Unavailable
+from app.core.stats import UtteranceStats
+from app.core.types import Attributes
+from app.families.neucodec.pipeline import synthesize
+from app.families.parts import Part, play_parts
+from app.interleave.service import Interleave, InterleaveTurn
+from app.lm.prompt import estimate_tokens
+from app.lm.types import GenerationParams, TokenSource
+from app.observability.tracing import start_span, traced_stream
+
+if TYPE_CHECKING:
+    from app.codec.worker import CodecWorker
+
+
+class Backends(Protocol):
+    """What an utterance runs on (the family's): the LM source, the codec worker, the interleave service."""
+
+    source: TokenSource
+    codec: CodecWorker | None
+    interleave: Interleave
+
+
+@dataclass(frozen=True)
+class PlannedPart:
+    """One generation of a request: its text and its LM call (the plain prompt, fitted max_tokens, seed)."""
+
+    text: str
+    params: GenerationParams
+
+
+class NeuCodecUtterance:
+    """One planned NeuCodec request: its parts (one unless the text is long), its stitch schedule, and the
+    first part's interleave turn (None without interleave)."""
+
+    def __init__(
+        self,
+        family: Backends,
+        parts: Sequence[PlannedPart],
+        schedule: StitchSchedule,
+        turn: InterleaveTurn | None,
+        request_attributes: Attributes,
+        crossfade: int = 0,
+    ) -> None:
+        self.family = family
+        self.parts = tuple(parts)
+        self.schedule = schedule
+        self.request_attributes = request_attributes
+        self.crossfade = crossfade  # samples at each join between parts
+        self.turns: list[InterleaveTurn | None] = [turn] + [None] * (len(self.parts) - 1)
+
+    @property
+    def turn(self) -> InterleaveTurn | None:
+        """The first part's interleave turn (cold after a fallback)."""
+        return self.turns[0]
+
+    @property
+    def params(self) -> GenerationParams:
+        """The first generation's LM call."""
+        return self.turns[0].params if self.turns[0] is not None else self.parts[0].params
+
+    def attributes(self) -> Attributes:
+        return self._attributes(self.params, {"tts.parts": len(self.parts)})
+
+    def _attributes(self, params: GenerationParams, extra: Attributes) -> Attributes:
+        return {
+            **extra,
+            **self.request_attributes,
+            "tts.model": params.model,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "prompt_chars": len(params.prompt),
+            "first_window_tokens": self.schedule.first_tokens,
+        }
+
+    def headers(self) -> Mapping[str, str]:
+        return self.turn.headers() if self.turn is not None else {}
+
+    def _generate(
+        self,
+        params: GenerationParams,
+        stats: UtteranceStats,
+        index: int,
+        generated: Callable[[], None],
+        clock: Callable[[], float],
+    ) -> AsyncGenerator[np.ndarray, None]:
+        """One generation of ``params`` traced as ``tts.stream``."""
+        codec = self.family.codec
+        if codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+        attributes = self._attributes(params, {"tts.part": index} if len(self.parts) > 1 else {})
+        return traced_stream(
+            start_span("tts.stream", attributes),
+            synthesize(self.family.source, codec.decode, params, self.schedule, stats, generated, clock),
+            stats.span_attributes,
+        )
+
+    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
+        """PCM chunks of every part, in order; each part's turn is stored once its audio was taken."""
+        if len(self.parts) == 1:
+            async for chunk in self._part(0, stats, lambda: None, time.monotonic):
+                yield chunk
+            if self.turn is not None:
+                await self.family.interleave.land(self.turn, stats)
+            return
+        chunks = play_parts(len(self.parts), self._part_stream, stats, self.crossfade, self._part_done)
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await chunks.aclose()
+
+    async def _part_stream(self, part: Part) -> AsyncGenerator[np.ndarray, None]:
+        """Part ``part.index`` of a long input; with interleave, prompted with the parts before it."""
+        index = part.index
+        previous = self.turns[index - 1] if index else None
+        if previous is not None and part.previous is not None:
+            planned = self.parts[index]
+            follow = self.family.interleave.follow
+            self.turns[index] = await follow(previous, part.previous.stats, planned.text, planned.params)
+        async for chunk in self._part(index, part.stats, part.generated, part.clock):
+            yield chunk
+
+    async def _part_done(self, part: Part, last: bool) -> None:
+        """Store the part's turn (the last one: and wait for it, as for a one-part request)."""
+        turn = self.turns[part.index]
+        if turn is None:
+            return
+        if last:
+            await self.family.interleave.land(turn, part.stats)
+        else:
+            self.family.interleave.commit(turn, part.stats)
+
+    async def _part(
+        self,
+        index: int,
+        stats: UtteranceStats,
+        generated: Callable[[], None],
+        clock: Callable[[], float],
+    ) -> AsyncGenerator[np.ndarray, None]:
+        """One part's PCM chunks; with an interleave turn the first chunk is held until ``hold_codes``
+        codes exist or the LM finished, and a fallback regenerates without history before anything is
+        yielded. ``generated`` is called when the generation that is kept has all its tokens; ``clock`` says
+        when its audio is due."""
+        turn = self.turns[index]
+        params = turn.params if turn is not None else self.parts[index].params
+
+        def kept() -> None:
+            if turn is None or not turn.falls_back(stats):
+                generated()
+
+        chunks = self._generate(params, stats, index, kept, clock)
+        try:
+            if turn is not None and turn.hold_codes:
+                head = await _head(chunks, stats, turn.hold_codes)
+                if turn.falls_back(stats):
+                    with anyio.CancelScope(shield=True):
+                        await chunks.aclose()
+                    self.family.interleave.fell_back()
+                    turn = self.turns[index] = turn.cold()
+                    params = turn.params
+                    stats.reset()
+                    chunks = self._generate(params, stats, index, kept, clock)
+                    head = await anext(chunks, None)
+                if head is None:
+                    return
+                yield head
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await chunks.aclose()
+            if stats.prompt_tokens is None:
+                stats.prompt_tokens = estimate_tokens(params.prompt)
+
+
+async def _head(
+    chunks: AsyncGenerator[np.ndarray, None], stats: UtteranceStats, hold_codes: int
+) -> np.ndarray | None:
+    """The first chunk, joined with the next ones until ``hold_codes`` codes were generated or the LM
+    finished; None when there is no audio at all."""
+    parts: list[np.ndarray] = []
+    while (chunk := await anext(chunks, None)) is not None:
+        parts.append(chunk)
+        if stats.finish_reason is not None or stats.codes >= hold_codes:
+            break
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
