@@ -109,7 +109,11 @@ class LMSettings(BaseSettings):
     )
     DEFAULT_TEMPERATURE: float = Field(0.6, ge=0, le=2, description="Sampling temperature.")
     DEFAULT_REPETITION_PENALTY: float = Field(1.15, gt=0, le=2, description="Repetition penalty.")
-    DEFAULT_MAX_TOKENS: int = Field(3072, ge=1, description="Speech tokens per request (50 per second).")
+    DEFAULT_MAX_TOKENS: int = Field(
+        3072,
+        ge=1,
+        description="Speech tokens per generation (50 per second); a longer input is spoken in parts.",
+    )
     MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
 
     # --- the batched in-process LM (issue 18) -----------------------------------------------------------

@@ -55,7 +55,14 @@ Temperature = Annotated[float | None, Field(ge=0, le=2)]
 RepetitionPenalty = Annotated[float | None, Field(gt=0, le=2)]
 MaxTokens = Annotated[
     int | None,
-    Field(ge=1, le=32768, description="Speech tokens: NeuCodec codes (50 per second) or MOSS frames (12.5)."),
+    Field(
+        ge=1,
+        le=32768,
+        description=(
+            "Speech tokens per generation: NeuCodec codes (50 per second; a longer input is spoken "
+            "in several generations) or MOSS frames (12.5 per second)."
+        ),
+    ),
 ]
 TopP = Annotated[float | None, Field(gt=0, le=1)]
 TopK = Annotated[int | None, Field(ge=1, le=2**31 - 1)]  # vLLM keeps top_k in a 32-bit tensor
