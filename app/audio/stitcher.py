@@ -25,11 +25,11 @@ Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
   windows decoded), capped at ``n`` and at a full window's ``max_window_tokens + past_tokens +
   future_tokens`` (so the last decode takes no longer than the longest regular one) and never fewer
   than ``n - s + p``; with buckets, the longest bucket within ``LAST_WINDOW_SLACK`` below ``A`` (and
-  not below ``n - s + p``) when there is one. A window decodes each of its codes
-  against all the others (attention and GroupNorm see the whole window), so a short last window,
-  which is where a one-shot decode and the windows differ most, gains most from the context. The
-  utterance then decodes at most ``1 + b`` codes per code emitted whenever the fixed contexts allow it
-  (unlike the bucket slack, which may pass it).
+  not below ``n - s + p``) when there is one. A window decodes each of its codes against all the
+  others (attention and GroupNorm see the whole window), so a short last window, where the windows
+  differ most from a one-shot decode, gains most from the context. The utterance then decodes at
+  most ``1 + b`` codes per code emitted whenever the fixed contexts allow it (the bucket slack may
+  pass that; the budget replaces it).
 
 Deadlines: each decode is handed the moment the listener will have played everything emitted so far
 (``clock()`` when the first chunk came out, plus the emitted audio's duration); the first window's is
