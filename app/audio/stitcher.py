@@ -45,7 +45,7 @@ Joins: at the boundary ``B = e_k * spt`` (samples) a raised-cosine ramp ``0.5 (1
 ``L + R`` samples blends window k into window k+1 over ``[B - L, B + R)``. The right half lies in window
 k's future context, the left half in window k+1's past context::
 
-    X = min(crossfade_samples, first_own * spt)     # never wider than the shortest non-final window
+    X = min(crossfade_samples, shortest_own * spt)  # never wider than the shortest non-final window
     R = min(X - X // 2, future_tokens * spt)         # centred on B as far as the future context allows
     L = min(X - R, past_tokens * spt)                # the rest goes left of B (all of it when future is 0)
 
@@ -54,7 +54,7 @@ blend of the previous join, then its own body. It holds back its samples ``[B_k 
 next join. The last window emits ``[B - L, n * spt)``. So every sample of ``[0, n * spt)`` is emitted
 exactly once for any n, and since the window list depends only on n, the output does not depend on
 how the codes were split across ``push()`` calls. The last window always has at least
-``future_tokens`` codes, so it covers R. (``first_own``: the own length of the first window.)
+``future_tokens`` codes, so it covers R. (``shortest_own``: the fewest codes a non-final window owns.)
 """
 
 from __future__ import annotations
@@ -173,15 +173,28 @@ class StitchSchedule:
         return self.window(0, self.first_tokens)[1]
 
     @property
+    def shortest_own(self) -> int:
+        """Fewest codes a non-final window owns: ``first_tokens`` without buckets; with buckets a later
+        window can own fewer (its past context takes more of its bucket)."""
+        shortest, start, seg = self.first_own, 0, self.first_tokens
+        while True:
+            _, end, _ = self.window(start, seg)
+            shortest = min(shortest, end - start)
+            following = self.next_window(seg)
+            if start >= self.past_tokens and following == seg:  # every later window is this one again
+                return shortest
+            start, seg = end, following
+
+    @property
     def crossfade_right(self) -> int:
         """R: samples of a join right of the boundary, covered by the left window's future context."""
-        width = min(self.crossfade_samples, self.first_own * self.samples_per_token)
+        width = min(self.crossfade_samples, self.shortest_own * self.samples_per_token)
         return min(width - width // 2, self.future_tokens * self.samples_per_token)
 
     @property
     def crossfade_left(self) -> int:
         """L: samples of a join left of the boundary, covered by the right window's past context."""
-        width = min(self.crossfade_samples, self.first_own * self.samples_per_token)
+        width = min(self.crossfade_samples, self.shortest_own * self.samples_per_token)
         return min(width - self.crossfade_right, self.past_tokens * self.samples_per_token)
 
     def window(self, start: int, seg: int) -> tuple[int, int, int]:

@@ -32,6 +32,8 @@ SCHEDULES = {
         2.0, 0.2, 2.0, 10.0, 0.3, 100.0, buckets=BUCKETS, redecode_budget=0.2
     ),
     "budgeted_small": StitchSchedule(4, 2.0, 10, 2, 1, 288, redecode_budget=0.5),
+    # buckets leave later windows 1 code of their own (15 past + 1 in 16): the joins must fit in them
+    "bucketed_shrinking": StitchSchedule(1, 1.0, 10, 0, 15, 2400, buckets=(16, 24, 32, 48, 64)),
 }
 
 
@@ -166,6 +168,8 @@ def test_schedule_rejects_nonsense(kwargs: dict) -> None:
         (StitchSchedule(8, 2.0, 10, 1, 1, 2000), 480, 480),  # left half limited by the past context
         (StitchSchedule(4, 2.0, 10, 0, 0, 288), 0, 0),  # no context: a hard cut
         (StitchSchedule(2, 2.0, 10, 5, 5, 5000), 480, 480),  # never wider than the first window
+        # never wider than the shortest window: the first owns 16 codes, the later ones 1
+        (StitchSchedule(1, 1.0, 10, 0, 15, 2400, buckets=(16, 24, 32, 48, 64)), 480, 0),
     ],
 )
 def test_crossfade_halves(schedule: StitchSchedule, left: int, right: int) -> None:
