@@ -249,17 +249,39 @@ class CodecSettings(BaseSettings):
 
     # --- streaming stitcher -----------------------------------------------------------------------------
     DEFAULT_PLAYBACK_SPEED: float = Field(
-        2.0, ge=0.02, le=60, description="First decode window in seconds (x50 tokens)."
+        defaults.DEFAULT_PLAYBACK_SPEED,
+        ge=0.02,
+        le=60,
+        description="First decode window in seconds (x50 tokens).",
     )
     DEFAULT_PLAYBACK_OVERLAP_SPEED: float = Field(
-        0.2, ge=0, le=2, description="Future context per decode window in seconds."
+        defaults.DEFAULT_PLAYBACK_OVERLAP_SPEED,
+        ge=0,
+        le=2,
+        description="Future context per decode window in seconds.",
     )
-    STREAM_CHUNK_GROWTH: float = Field(2.0, ge=1, le=16, description="Window growth factor per step.")
-    STREAM_MAX_CHUNK_S: float = Field(10.0, gt=0, le=60, description="Cap on a grown window, in seconds.")
+    STREAM_CHUNK_GROWTH: float = Field(
+        defaults.STREAM_CHUNK_GROWTH, ge=1, le=16, description="Window growth factor per step."
+    )
+    STREAM_MAX_CHUNK_S: float = Field(
+        defaults.STREAM_MAX_CHUNK_S, gt=0, le=60, description="Cap on a grown window, in seconds."
+    )
     STREAM_PAST_CONTEXT_S: float = Field(
-        0.3, ge=0, le=30, description="Past context decoded with each window and sliced off."
+        defaults.STREAM_PAST_CONTEXT_S,
+        ge=0,
+        le=30,
+        description="Past context decoded with each window and sliced off.",
     )
-    CROSSFADE_MS: float = Field(12.0, ge=0, le=100, description="Raised-cosine crossfade at window joins.")
+    CROSSFADE_MS: float = Field(
+        defaults.CROSSFADE_MS, ge=0, le=100, description="Raised-cosine crossfade at window joins."
+    )
+    STREAM_REDECODE_BUDGET: float = Field(
+        defaults.STREAM_REDECODE_BUDGET,
+        ge=0,
+        le=4,
+        description="Share of an utterance's codes that may be decoded twice: the last window spends it on "
+        "past context.",
+    )
 
 
 class VoiceSettings(BaseSettings):

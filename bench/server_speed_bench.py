@@ -8,9 +8,10 @@ decoder, both loaded for the whole run:
 
 - ``old``: the defaults before issue 17: ``CODEC_DTYPE=float32``, ``CODEC_SCHEDULING=fifo`` (first come,
   first served), ``CODEC_BATCHING=on`` (windows of equal length batched, 2 ms window, up to 16, bucketed
-  decode lengths), ``STREAM_PAST_CONTEXT_S=3``;
+  decode lengths), ``STREAM_PAST_CONTEXT_S=3``, ``CROSSFADE_MS=12``, ``STREAM_REDECODE_BUDGET=0``;
 - ``new``: the server's defaults (``CODEC_DTYPE=auto``, deadline scheduling, ``CODEC_BATCHING=auto``,
-  0.3 s past context), with whatever else is set in the environment.
+  0.3 s past context, 100 ms crossfades, a 0.2 re-decode budget), with whatever else is set in the
+  environment.
 
 Code shared by both (the stitcher sending each window's audio as soon as it is decoded, the one-thread
 batcher) is the new code; ``old`` differs by its settings only.
@@ -59,6 +60,8 @@ OLD_ENV = {
     "CODEC_SCHEDULING": "fifo",
     "CODEC_BATCHING": "on",
     "STREAM_PAST_CONTEXT_S": "3.0",
+    "CROSSFADE_MS": "12",
+    "STREAM_REDECODE_BUDGET": "0",
 }
 SECONDS = (3, 5, 10, 20)
 SINGLE_SECONDS = (3, 5, 3, 5)  # the single stream's first audio depends on the first window only

@@ -1,16 +1,25 @@
-"""Streamed vs one-shot decode of the same codes: how far does a window schedule move the audio?
+"""Streamed vs one-shot decode of the same codes: how far does a window schedule move the audio, and
+how many codes does it decode per code it emits?
 
-    python -m bench.stitch_bench [--codec-dir DIR | --full-size] [--utterances 6] [--out NAME.json]
+    python -m bench.stitch_bench [--codec-dir DIR | --full-size] [--seconds 3,5,10,20] [--repeats 2]
+        [--schedules NAME,...] [--schedule NAME=FIRST,FUTURE,GROWTH,MAX,PAST,XFADE_MS[,BUDGET]] [--natural]
+        [--out NAME.json]
 
-For each schedule and each random code sequence (3-12 s), the codes go through ``Stitcher`` one at a
-time (as an LM streams them) and, separately, through one decode of the whole sequence. Per
-utterance it reports the RMS envelope difference over 20 ms frames, ``|20 log10(env_stream /
-env_oneshot)|`` over frames at most ``--floor-db`` below the loudest one-shot frame (median, worst
-and where the worst frame is), the SNR of the streamed audio against the one-shot audio, and how many
-codes were decoded per code of audio (context overhead). It also prints, without decoding, the codes
-decoded per code emitted for utterances of 3, 5, 10 and 20 s under each schedule, with natural window
-lengths (a CPU, which decodes one window at a time) and with the server's default buckets (an
-accelerator, which batches windows of equal length).
+For each schedule and each random code sequence (``--repeats`` of each length in ``--seconds``), the
+codes go through ``Stitcher`` one at a time (as an LM streams them) and, separately, through one
+decode of the whole sequence. Windows take the server's default decode lengths (``CODEC_BUCKETS``, as
+the server uses them on every device) unless ``--natural``. Per utterance it reports:
+
+- ``snr_db``: the SNR of the streamed audio against the one-shot audio, over the whole utterance;
+- ``seam_snr_db``: the same SNR over the samples within ``--seam-ms`` of a window join only (all joins
+  of the utterance pooled; the samples where a crossfade or a cut would show), and ``body_snr_db`` over
+  the rest (where windows differ from the one-shot decode only by what they did not see);
+- the RMS envelope difference over 20 ms frames, ``|20 log10(env_stream / env_oneshot)|`` over frames
+  at most ``--floor-db`` below the loudest one-shot frame (median, worst and where the worst is);
+- ``decoded_per_emitted``: codes decoded per code emitted (the context overhead).
+
+It also prints, without decoding, the codes decoded per code emitted for utterances of 3, 5, 10 and
+20 s under each schedule, with natural window lengths and with the default buckets.
 
 The decoder has random weights (a tiny one written to a temp dir by default; ``--full-size`` writes the
 official-size decoder, slow on CPU): it makes noise, not speech, so the numbers measure the error the
@@ -37,17 +46,43 @@ from app.audio.stitcher import Stitcher, StitchSchedule
 from app.codec.neucodec.config import NeuCodecConfig
 from app.codec.neucodec.decoder import NeuCodecDecoder
 from app.codec.neucodec.loading import load_decoder
+from app.core import defaults
 from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
+from bench.saving import save_report
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 FRAMES_PER_S = 50  # 20 ms envelope frames
-# name -> (playback_speed, playback_overlap_speed, growth, max_chunk_s, past_context_s, crossfade_ms)
-SCHEDULES = {
-    "default": (2.0, 0.2, 2.0, 10.0, 0.3, 12.0),  # the server's defaults (past context 0.3 s since issue 17)
-    "past_3s_before_17": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0),  # the defaults before issue 17
-    "past_1s": (2.0, 0.2, 2.0, 10.0, 1.0, 12.0),
-    "low_latency": (0.5, 0.2, 2.0, 10.0, 0.3, 12.0),
-    "fixed_1.5s_no_context": (1.5, 0.0, 1.0, 1.5, 0.0, 0.0),  # baseline: hard cuts, no context
+Seconds = tuple[float, float, float, float, float, float, float]
+"""(playback_speed, playback_overlap_speed, growth, max_chunk_s, past_context_s, crossfade_ms,
+redecode_budget)"""
+DEFAULT: Seconds = (
+    defaults.DEFAULT_PLAYBACK_SPEED,
+    defaults.DEFAULT_PLAYBACK_OVERLAP_SPEED,
+    defaults.STREAM_CHUNK_GROWTH,
+    defaults.STREAM_MAX_CHUNK_S,
+    defaults.STREAM_PAST_CONTEXT_S,
+    defaults.CROSSFADE_MS,
+    defaults.STREAM_REDECODE_BUDGET,
+)
+SCHEDULES: dict[str, Seconds] = {
+    "default": DEFAULT,  # the server's defaults (since issue 17: C below)
+    "before_17": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0, 0.0),  # the defaults before issue 17
+    # issue 17's candidates (README, codec speed); the names are those of bench/results/stitch_sweep*.json
+    "past_0.3": (2.0, 0.2, 2.0, 10.0, 0.3, 12.0, 0.0),
+    "past_1.0": (2.0, 0.2, 2.0, 10.0, 1.0, 12.0, 0.0),
+    "past_0.5_fut_0.1": (2.0, 0.1, 2.0, 10.0, 0.5, 12.0, 0.0),
+    "past_0.4_x4_15s": (2.0, 0.2, 4.0, 15.0, 0.4, 12.0, 0.0),
+    "past_0.3_x4_15s": (2.0, 0.2, 4.0, 15.0, 0.3, 12.0, 0.0),
+    "past_0.5_fut_0.1_x4_15s": (2.0, 0.1, 4.0, 15.0, 0.5, 12.0, 0.0),
+    "past_1.0_x4_15s": (2.0, 0.2, 4.0, 15.0, 1.0, 12.0, 0.0),
+    "past_3.0_x4_15s": (2.0, 0.2, 4.0, 15.0, 3.0, 12.0, 0.0),
+    "past_0.4_x4_15s_xf_100": (2.0, 0.2, 4.0, 15.0, 0.4, 100.0, 0.0),
+    "A_x2_p0.3_xf12_b0.2": (2.0, 0.2, 2.0, 10.0, 0.3, 12.0, 0.2),
+    "B_x4_p0.3_xf100_b0.2": (2.0, 0.2, 4.0, 15.0, 0.3, 100.0, 0.2),
+    "C_x2_p0.3_xf100_b0.2": (2.0, 0.2, 2.0, 10.0, 0.3, 100.0, 0.2),
+    "C_x2_p0.3_xf100_b0": (2.0, 0.2, 2.0, 10.0, 0.3, 100.0, 0.0),
+    "D_x4_p0.3_xf100_b0": (2.0, 0.2, 4.0, 15.0, 0.3, 100.0, 0.0),
+    "E_first1_x4_p0.3_xf100_b0.2": (1.0, 0.2, 4.0, 15.0, 0.3, 100.0, 0.2),
+    "fixed_1.5s_no_context": (1.5, 0.0, 1.0, 1.5, 0.0, 0.0, 0.0),  # baseline: hard cuts, no context
 }
 BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # CODEC_BUCKETS' default
 RATIO_SECONDS = (3, 5, 10, 20)
@@ -59,21 +94,40 @@ def envelope(audio: np.ndarray, frame: int) -> np.ndarray:
     return np.sqrt((frames**2).mean(axis=1))
 
 
-def compare(stream: np.ndarray, oneshot: np.ndarray, sample_rate: int, floor_db: float) -> dict[str, float]:
-    """Envelope difference (dB, 20 ms frames) and SNR of ``stream`` against ``oneshot``, both [N]."""
+def snr(stream: np.ndarray, oneshot: np.ndarray) -> float:
+    """SNR in dB of ``stream`` against ``oneshot`` (both [N]); inf when equal, nan when empty."""
+    if not oneshot.size:
+        return float("nan")
+    err = np.sum((stream.astype(np.float64) - oneshot) ** 2)
+    return float(10 * np.log10(np.sum(oneshot.astype(np.float64) ** 2) / err)) if err > 0 else float("inf")
+
+
+def compare(
+    stream: np.ndarray,
+    oneshot: np.ndarray,
+    seams: list[int],
+    sample_rate: int,
+    floor_db: float,
+    seam_ms: float,
+) -> dict[str, float]:
+    """Envelope difference (dB, 20 ms frames) and SNRs of ``stream`` against ``oneshot``, both [N];
+    ``seams`` are the sample indices of the window joins."""
     frame = sample_rate // FRAMES_PER_S
     env_s, env_o = envelope(stream, frame), envelope(oneshot, frame)
     keep = env_o > max(env_o.max() * 10 ** (-floor_db / 20), 1e-9)
     diff = np.abs(20 * np.log10(np.maximum(env_s[keep], 1e-12) / env_o[keep]))
     worst = int(np.flatnonzero(keep)[np.argmax(diff)])
-    err = np.sum((stream.astype(np.float64) - oneshot) ** 2)
-    snr = 10 * np.log10(np.sum(oneshot.astype(np.float64) ** 2) / err) if err > 0 else float("inf")
+    near = np.zeros(len(oneshot), dtype=bool)  # [N]: within seam_ms of a join
+    half = round(sample_rate * seam_ms / 1000)
+    for seam in seams:
+        near[max(0, seam - half) : seam + half] = True
     return {
         "env_median_db": float(np.median(diff)),
         "env_worst_db": float(diff.max()),
         "worst_at_s": worst / FRAMES_PER_S,
-        "frames": int(keep.sum()),
-        "snr_db": float(snr),
+        "snr_db": snr(stream, oneshot),
+        "seam_snr_db": snr(stream[near], oneshot[near]),
+        "body_snr_db": snr(stream[~near], oneshot[~near]),
     }
 
 
@@ -99,13 +153,13 @@ async def stream_decode(
     return np.concatenate(chunks), decoded
 
 
-def decode_ratios(
-    args: tuple[float, ...], tokens_per_s: int, sample_rate: int
-) -> dict[str, dict[str, float]]:
+def decode_ratios(args: Seconds, tokens_per_s: int, sample_rate: int) -> dict[str, dict[str, float]]:
     """Codes decoded per code emitted for utterances of RATIO_SECONDS, natural and bucketed windows."""
     ratios = {}
     for kind, buckets in (("natural", ()), ("buckets", BUCKETS)):
-        schedule = StitchSchedule.from_seconds(*args, tokens_per_s, sample_rate, buckets=buckets)
+        schedule = StitchSchedule.from_seconds(
+            *args[:6], tokens_per_s, sample_rate, buckets=buckets, redecode_budget=args[6]
+        )
         ratios[kind] = {
             f"{seconds}s": round(
                 sum(stop - lo for _, _, lo, stop in schedule.plan(seconds * tokens_per_s))
@@ -119,79 +173,109 @@ def decode_ratios(
 
 def summary(schedule: StitchSchedule, rows: list[dict]) -> dict:
     """Per-schedule aggregate of the per-utterance rows."""
+    finite = [r["seam_snr_db"] for r in rows if not np.isnan(r["seam_snr_db"])]  # nan: no join
     return {
         "schedule": {
             **schedule.__dict__,
             "crossfade_left": schedule.crossfade_left,
             "crossfade_right": schedule.crossfade_right,
         },
-        "first_audio_after_codes": schedule.first_tokens + schedule.future_tokens,
+        "first_audio_after_codes": schedule.first_own + schedule.future_tokens,
         "env_median_db": float(np.median([r["env_median_db"] for r in rows])),
         "env_worst_db": float(max(r["env_worst_db"] for r in rows)),
         "snr_db_min": float(min(r["snr_db"] for r in rows)),
         "snr_db_median": float(np.median([r["snr_db"] for r in rows])),
-        "decode_overhead": float(np.mean([r["decode_overhead"] for r in rows])),
+        "seam_snr_db_min": float(min(finite)) if finite else float("nan"),
+        "seam_snr_db_median": float(np.median(finite)) if finite else float("nan"),
+        "body_snr_db_median": float(np.median([r["body_snr_db"] for r in rows])),
+        "decoded_per_emitted_max": float(max(r["decoded_per_emitted"] for r in rows)),
         "utterances": rows,
     }
 
 
 def run(
-    decoder: NeuCodecDecoder, device: torch.device, n_utt: int, seed: int, floor_db: float
+    decoder: NeuCodecDecoder,
+    device: torch.device,
+    schedules: dict[str, Seconds],
+    seconds: list[float],
+    repeats: int,
+    seed: int,
+    floor_db: float,
+    seam_ms: float,
+    buckets: tuple[int, ...],
 ) -> dict[str, dict]:
-    """All schedules over the same ``n_utt`` random utterances of 3-12 s."""
+    """All schedules over the same random utterances (``repeats`` of each length in ``seconds``)."""
     config = decoder.config
     tokens_per_s = config.sample_rate // config.hop_length
+    spt = config.hop_length
 
     def decode_one(window: list[int]) -> np.ndarray:
         codes = torch.tensor([window], dtype=torch.long, device=device)
         return decoder.decode(codes)[0].float().cpu().numpy()
 
     rng = np.random.default_rng(seed)
-    seconds = rng.uniform(3.0, 12.0, n_utt)
-    utterances = [rng.integers(0, config.codebook_size, round(s * tokens_per_s)).tolist() for s in seconds]
+    lengths = [round(s * tokens_per_s) for s in seconds for _ in range(repeats)]
+    utterances = [rng.integers(0, config.codebook_size, n).tolist() for n in lengths]
     oneshots = [decode_one(codes) for codes in utterances]
     results: dict[str, dict] = {}
-    for name, args in SCHEDULES.items():
-        schedule = StitchSchedule.from_seconds(*args, tokens_per_s, config.sample_rate)
+    for name, args in schedules.items():
+        schedule = StitchSchedule.from_seconds(
+            *args[:6], tokens_per_s, config.sample_rate, buckets=buckets, redecode_budget=args[6]
+        )
         rows = []
         for codes, oneshot in zip(utterances, oneshots, strict=True):
             audio, decoded = asyncio.run(stream_decode(decode_one, schedule, codes))
             assert audio.shape == oneshot.shape
-            row = {"seconds": len(codes) / tokens_per_s, "windows": len(schedule.windows(len(codes)))}
-            row |= compare(audio, oneshot, config.sample_rate, floor_db)
-            row["decode_overhead"] = decoded / len(codes)
+            plan = schedule.plan(len(codes))
+            row: dict[str, float] = {"seconds": len(codes) / tokens_per_s, "windows": len(plan)}
+            seams = [end * spt for _, end, _, _ in plan[:-1]]
+            row |= compare(audio, oneshot, seams, config.sample_rate, floor_db, seam_ms)
+            row["decoded_per_emitted"] = decoded / len(codes)
             rows.append(row)
         results[name] = summary(schedule, rows)
+        results[name]["seconds"] = args
         results[name]["decoded_per_emitted"] = decode_ratios(args, tokens_per_s, config.sample_rate)
+        print(f"{name}: done", file=sys.stderr)
     return results
 
 
 def table(results: dict[str, dict]) -> str:
     """A short text summary: one line per schedule."""
-    head = "".join(
-        f"{title:{align}{width}}"
-        for title, align, width in [
-            ("schedule", "<", 24),
-            ("1st audio", ">", 10),
-            ("env med dB", ">", 12),
-            ("env worst dB", ">", 14),
-            ("SNR min/med dB", ">", 18),
-            ("decoded/code", ">", 14),
-            ("3/5/10/20 s natural | buckets", ">", 34),
-        ]
-    )
+    columns = [
+        ("schedule", "<", 26),
+        ("1st", ">", 5),
+        ("env med/worst dB", ">", 18),
+        ("SNR min/med", ">", 13),
+        ("seam min/med", ">", 14),
+        ("body med", ">", 10),
+        ("3/5/10/20 s buckets | natural", ">", 44),
+    ]
+    head = "".join(f"{title:{align}{width}}" for title, align, width in columns)
     lines = [head, "-" * len(head)]
     for name, r in results.items():
-        snr = f"{r['snr_db_min']:.1f}/{r['snr_db_median']:.1f}"
+        env = f"{r['env_median_db']:.3f}/{r['env_worst_db']:.2f}"
+        snrs = f"{r['snr_db_min']:.1f}/{r['snr_db_median']:.1f}"
+        seam = f"{r['seam_snr_db_min']:.1f}/{r['seam_snr_db_median']:.1f}"
         ratios = " | ".join(
             "/".join(f"{v:.2f}" for v in r["decoded_per_emitted"][kind].values())
-            for kind in ("natural", "buckets")
+            for kind in ("buckets", "natural")
         )
         lines.append(
-            f"{name:<24}{r['first_audio_after_codes']:>10}{r['env_median_db']:>12.4f}"
-            f"{r['env_worst_db']:>14.4f}{snr:>18}{r['decode_overhead']:>14.2f}{ratios:>34}"
+            f"{name:<26}{r['first_audio_after_codes']:>5}{env:>18}{snrs:>13}{seam:>14}"
+            f"{r['body_snr_db_median']:>10.1f}{ratios:>44}"
         )
     return "\n".join(lines)
+
+
+def parse_schedule(text: str) -> tuple[str, Seconds]:
+    """``NAME=FIRST,FUTURE,GROWTH,MAX,PAST,XFADE_MS[,BUDGET]`` -> (name, seconds); BUDGET defaults to 0."""
+    name, _, values = text.partition("=")
+    numbers = tuple(float(v) for v in values.split(","))
+    if not name or len(numbers) not in (6, 7):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=FIRST,FUTURE,GROWTH,MAX,PAST,XFADE_MS[,BUDGET], got {text!r}"
+        )
+    return name, (*numbers, 0.0)[:7]  # type: ignore[return-value]  # seven floats, checked above
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -205,15 +289,35 @@ def main(argv: list[str] | None = None) -> None:
     source.add_argument(
         "--full-size", action="store_true", help="write an official-size random decoder (slow)"
     )
-    parser.add_argument("--utterances", type=int, default=6)
+    parser.add_argument("--seconds", default="3,5,10,20", help="utterance lengths in seconds (CSV)")
+    parser.add_argument("--repeats", type=int, default=2, help="random utterances of each length")
+    parser.add_argument("--schedules", help="names from SCHEDULES to run (CSV; default: all)")
+    parser.add_argument(
+        "--schedule",
+        type=parse_schedule,
+        action="append",
+        default=[],
+        help="NAME=FIRST,FUTURE,GROWTH,MAX,PAST,XFADE_MS[,BUDGET]",
+    )
+    parser.add_argument(
+        "--natural", action="store_true", help="natural window lengths instead of the buckets"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
         "--floor-db", type=float, default=40.0, help="frames this far below the loudest are skipped"
     )
+    parser.add_argument(
+        "--seam-ms", type=float, default=50.0, help="samples this close to a join are the seam's"
+    )
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
 
+    names = args.schedules.split(",") if args.schedules else list(SCHEDULES)
+    unknown = sorted(set(names) - set(SCHEDULES))
+    if unknown:
+        parser.error(f"unknown schedules {unknown}; known: {sorted(SCHEDULES)}")
+    schedules = {name: SCHEDULES[name] for name in names} | dict(args.schedule)
     device = torch.device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         if args.codec_dir is not None:
@@ -227,7 +331,11 @@ def main(argv: list[str] | None = None) -> None:
         decoder = load_decoder(str(codec_dir), device)
 
     started = time.perf_counter()
-    results = run(decoder, device, args.utterances, args.seed, args.floor_db)
+    seconds = [float(s) for s in args.seconds.split(",")]
+    buckets = () if args.natural else BUCKETS
+    results = run(
+        decoder, device, schedules, seconds, args.repeats, args.seed, args.floor_db, args.seam_ms, buckets
+    )
     report = {
         "bench": "stitch",
         "decoder": kind,
@@ -235,20 +343,19 @@ def main(argv: list[str] | None = None) -> None:
         "device": str(device),
         "torch": torch.__version__,
         "platform": platform.platform(),
-        "utterances": args.utterances,
+        "seconds": seconds,
+        "repeats": args.repeats,
+        "windows": "natural" if args.natural else f"buckets {list(BUCKETS)}",
         "seed": args.seed,
         "floor_db": args.floor_db,
+        "seam_ms": args.seam_ms,
         "elapsed_s": round(time.perf_counter() - started, 2),
         "schedules": results,
     }
-    text = json.dumps(report, indent=2)
-    print(text)
+    print(json.dumps(report, indent=2))
     print(table(results), file=sys.stderr)
     if args.out:
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        path = RESULTS_DIR / Path(args.out).name
-        path.write_text(text + "\n", encoding="utf-8")
-        print(f"wrote {path}", file=sys.stderr)
+        save_report(report, args.out)
 
 
 if __name__ == "__main__":

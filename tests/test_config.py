@@ -37,7 +37,8 @@ def test_seed_defaults() -> None:
     assert s.MODEL_NAME == "TTS-model"
     assert (s.DEFAULT_TEMPERATURE, s.DEFAULT_REPETITION_PENALTY, s.DEFAULT_MAX_TOKENS) == (0.6, 1.15, 3072)
     assert (s.DEFAULT_PLAYBACK_OVERLAP_SPEED, s.STREAM_CHUNK_GROWTH, s.STREAM_MAX_CHUNK_S) == (0.2, 2.0, 10.0)
-    assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (0.3, 12.0, 0.25)
+    assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (0.3, 100.0, 0.25)
+    assert s.STREAM_REDECODE_BUDGET == 0.2
 
 
 def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,16 @@ Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
   that fits, when there are enough codes and that adds at most ``LAST_WINDOW_SLACK`` of the natural
   length ``n - s + p`` (re-decoding more to share a batch would cost more than it saves); otherwise the
   length stays ``n - s + p``.
+- ``redecode_budget`` b (0: off) replaces that rule: the last window spends on past context what the
+  utterance's budget leaves. It decodes ``A = floor(n * (1 + b)) - D`` codes (``D``: what the earlier
+  windows decoded), capped at ``n`` and at a full window's ``max_window_tokens + past_tokens +
+  future_tokens`` (so the last decode takes no longer than the longest regular one) and never fewer
+  than ``n - s + p``; with buckets, the longest bucket within ``LAST_WINDOW_SLACK`` below ``A`` (and
+  not below ``n - s + p``) when there is one. A window decodes each of its codes against all the
+  others (attention and GroupNorm see the whole window), so a short last window, where the windows
+  differ most from a one-shot decode, gains most from the context. The utterance then decodes at
+  most ``1 + b`` codes per code emitted whenever the fixed contexts allow it (the bucket slack may
+  pass that; the budget replaces it).
 
 Deadlines: each decode is handed the moment the listener will have played everything emitted so far
 (``clock()`` when the first chunk came out, plus the emitted audio's duration); the first window's is
@@ -27,15 +37,15 @@ None (due now). The codec serves the earliest deadline first, so a stream with s
 buffered yields to streams that have none.
 
 Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
-(plus any bucket slack). With the server's defaults (0.3 s past, 0.2 s future, first window 2 s,
-growth 2) an utterance of 3, 5, 10 or 20 s decodes at most 1.2 codes per code it emits
-(``bench/stitch_bench.py`` prints the ratios and the seam quality against a one-shot decode).
+(plus any bucket slack or budget). With the server's defaults (see ``app/core/defaults.py``) an
+utterance of 3, 5, 10 or 20 s decodes at most 1.2 codes per code it emits (``bench/stitch_bench.py``
+prints the ratios and the seam quality against a one-shot decode).
 
 Joins: at the boundary ``B = e_k * spt`` (samples) a raised-cosine ramp ``0.5 (1 - cos(pi t))`` of
 ``L + R`` samples blends window k into window k+1 over ``[B - L, B + R)``. The right half lies in window
 k's future context, the left half in window k+1's past context::
 
-    X = min(crossfade_samples, first_own * spt)     # never wider than the shortest non-final window
+    X = min(crossfade_samples, shortest_own * spt)  # never wider than the shortest non-final window
     R = min(X - X // 2, future_tokens * spt)         # centred on B as far as the future context allows
     L = min(X - R, past_tokens * spt)                # the rest goes left of B (all of it when future is 0)
 
@@ -44,7 +54,7 @@ blend of the previous join, then its own body. It holds back its samples ``[B_k 
 next join. The last window emits ``[B - L, n * spt)``. So every sample of ``[0, n * spt)`` is emitted
 exactly once for any n, and since the window list depends only on n, the output does not depend on
 how the codes were split across ``push()`` calls. The last window always has at least
-``future_tokens`` codes, so it covers R. (``first_own``: the own length of the first window.)
+``future_tokens`` codes, so it covers R. (``shortest_own``: the fewest codes a non-final window owns.)
 """
 
 from __future__ import annotations
@@ -77,6 +87,9 @@ class StitchSchedule:
     crossfade_samples: int
     samples_per_token: int = SAMPLES_PER_TOKEN
     buckets: tuple[int, ...] = ()  # decode lengths in codes, context included; () = natural lengths
+    redecode_budget: float = (
+        0.0  # the last window takes more past context while at most this share re-decodes
+    )
 
     def __post_init__(self) -> None:
         ints = {
@@ -92,6 +105,9 @@ class StitchSchedule:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if not (isinstance(self.growth, int | float) and math.isfinite(self.growth) and self.growth >= 1):
             raise ValueError(f"growth must be a finite number >= 1, got {self.growth!r}")
+        budget = self.redecode_budget
+        if not (isinstance(budget, int | float) and not isinstance(budget, bool) and 0 <= budget < math.inf):
+            raise ValueError(f"redecode_budget must be a finite number >= 0, got {budget!r}")
         if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in self.buckets) or list(
             self.buckets
         ) != sorted(set(self.buckets)):
@@ -113,13 +129,16 @@ class StitchSchedule:
         tokens_per_s: int = TOKENS_PER_SECOND,
         sample_rate: int = SAMPLE_RATE,
         buckets: tuple[int, ...] = (),
+        *,
+        redecode_budget: float = 0.0,
     ) -> StitchSchedule:
         """Build a schedule from the request/settings values, given in seconds of audio.
 
         ``playback_speed`` is the first window (``max(1, round(s * tokens_per_s))`` codes),
         ``playback_overlap_speed`` the future context, ``past_context_s`` the past context, and windows
-        grow by ``growth`` up to ``max(first, max_chunk_s)``; ``buckets`` are decode lengths in codes.
-        Raises ValueError on nonsense.
+        grow by ``growth`` up to ``max(first, max_chunk_s)``; ``buckets`` are decode lengths in codes;
+        ``redecode_budget`` the share of an utterance the last window may re-decode. Raises ValueError on
+        nonsense.
         """
         values = {
             "playback_speed": playback_speed,
@@ -145,6 +164,7 @@ class StitchSchedule:
             crossfade_samples=round(sample_rate * crossfade_ms / 1000),
             samples_per_token=sample_rate // tokens_per_s,
             buckets=tuple(buckets),
+            redecode_budget=redecode_budget,
         )
 
     @property
@@ -153,15 +173,28 @@ class StitchSchedule:
         return self.window(0, self.first_tokens)[1]
 
     @property
+    def shortest_own(self) -> int:
+        """Fewest codes a non-final window owns: ``first_tokens`` without buckets; with buckets a later
+        window can own fewer (its past context takes more of its bucket)."""
+        shortest, start, seg = self.first_own, 0, self.first_tokens
+        while True:
+            _, end, _ = self.window(start, seg)
+            shortest = min(shortest, end - start)
+            following = self.next_window(seg)
+            if start >= self.past_tokens and following == seg:  # every later window is this one again
+                return shortest
+            start, seg = end, following
+
+    @property
     def crossfade_right(self) -> int:
         """R: samples of a join right of the boundary, covered by the left window's future context."""
-        width = min(self.crossfade_samples, self.first_own * self.samples_per_token)
+        width = min(self.crossfade_samples, self.shortest_own * self.samples_per_token)
         return min(width - width // 2, self.future_tokens * self.samples_per_token)
 
     @property
     def crossfade_left(self) -> int:
         """L: samples of a join left of the boundary, covered by the right window's past context."""
-        width = min(self.crossfade_samples, self.first_own * self.samples_per_token)
+        width = min(self.crossfade_samples, self.shortest_own * self.samples_per_token)
         return min(width - self.crossfade_right, self.past_tokens * self.samples_per_token)
 
     def window(self, start: int, seg: int) -> tuple[int, int, int]:
@@ -176,11 +209,25 @@ class StitchSchedule:
         return lo, lo + length - self.future_tokens, lo + length
 
     def last_window_lo(self, start: int, n_codes: int) -> int:
-        """First code decoded by the final window, which owns ``[start, n_codes)``."""
-        lo = start - min(self.past_tokens, start)
-        natural = n_codes - lo
-        fits = [b for b in self.buckets if natural <= b <= min(n_codes, natural * (1 + LAST_WINDOW_SLACK))]
-        return n_codes - fits[0] if fits else lo
+        """First code decoded by the final window, which owns ``[start, n_codes)`` (module docstring)."""
+        natural = n_codes - start + min(self.past_tokens, start)
+        if not self.redecode_budget:
+            top = min(n_codes, natural * (1 + LAST_WINDOW_SLACK))
+            return n_codes - next((b for b in self.buckets if natural <= b <= top), natural)
+        allowed = math.floor(n_codes * (1 + self.redecode_budget) + 1e-9) - self.decoded_before(start)
+        longest = self.max_window_tokens + self.past_tokens + self.future_tokens  # a full window's decode
+        top = max(natural, min(n_codes, allowed, longest))
+        below = [b for b in self.buckets if max(natural, top / (1 + LAST_WINDOW_SLACK)) <= b <= top]
+        return n_codes - (below[-1] if below else top)
+
+    def decoded_before(self, start: int) -> int:
+        """Codes the non-final windows decode before the window that starts at ``start``."""
+        total, begin, seg = 0, 0, self.first_tokens
+        while begin < start:
+            lo, end, stop = self.window(begin, seg)
+            total += stop - lo
+            begin, seg = end, self.next_window(seg)
+        return total
 
     def next_window(self, seg: int) -> int:
         """Length in codes of the window after one of ``seg`` codes."""

@@ -32,3 +32,20 @@ CUDA_GRAPH_BUCKETS = (1, 2, 4, 8, 16)
 """Batch sizes with a CUDA graph."""
 CUDA_GRAPH_MAX = 96
 """Most CUDA graphs kept, startup and lazy captures together."""
+# The stitcher's schedule (app/audio/stitcher.py); the README's codec-speed section has the measurements
+# behind these values (bench/stitch_bench.py).
+DEFAULT_PLAYBACK_SPEED = 2.0
+"""First decode window of a stream, in seconds of audio (a request's ``playback_speed``)."""
+DEFAULT_PLAYBACK_OVERLAP_SPEED = 0.2
+"""Future context decoded with each window, in seconds (a request's ``playback_overlap_speed``)."""
+STREAM_CHUNK_GROWTH = 2.0
+"""Factor by which each decode window is longer than the one before."""
+STREAM_MAX_CHUNK_S = 10.0
+"""Longest decode window (own codes), in seconds."""
+STREAM_PAST_CONTEXT_S = 0.3
+"""Past context decoded with each window and sliced off, in seconds."""
+CROSSFADE_MS = 100.0
+"""Raised-cosine crossfade at window joins."""
+STREAM_REDECODE_BUDGET = 0.2
+"""Share of an utterance's codes that may be decoded twice: the last window takes more past context
+while the whole utterance stays within ``1 + budget`` codes decoded per code emitted."""

@@ -28,6 +28,12 @@ SCHEDULES = {
     "bucketed": StitchSchedule.from_seconds(2.0, 0.2, 2.0, 10.0, 3.0, 12.0, buckets=BUCKETS),
     "bucketed_small": StitchSchedule(4, 2.0, 10, 2, 3, 288, buckets=(4, 8, 12, 20)),
     "bucketed_no_future": StitchSchedule(5, 1.5, 12, 0, 4, 288, buckets=(3, 6, 9, 16)),
+    "budgeted": StitchSchedule.from_seconds(
+        2.0, 0.2, 2.0, 10.0, 0.3, 100.0, buckets=BUCKETS, redecode_budget=0.2
+    ),
+    "budgeted_small": StitchSchedule(4, 2.0, 10, 2, 1, 288, redecode_budget=0.5),
+    # buckets leave later windows 1 code of their own (15 past + 1 in 16): the joins must fit in them
+    "bucketed_shrinking": StitchSchedule(1, 1.0, 10, 0, 15, 2400, buckets=(16, 24, 32, 48, 64)),
 }
 
 
@@ -162,6 +168,8 @@ def test_schedule_rejects_nonsense(kwargs: dict) -> None:
         (StitchSchedule(8, 2.0, 10, 1, 1, 2000), 480, 480),  # left half limited by the past context
         (StitchSchedule(4, 2.0, 10, 0, 0, 288), 0, 0),  # no context: a hard cut
         (StitchSchedule(2, 2.0, 10, 5, 5, 5000), 480, 480),  # never wider than the first window
+        # never wider than the shortest window: the first owns 16 codes, the later ones 1
+        (StitchSchedule(1, 1.0, 10, 0, 15, 2400, buckets=(16, 24, 32, 48, 64)), 480, 0),
     ],
 )
 def test_crossfade_halves(schedule: StitchSchedule, left: int, right: int) -> None:
@@ -366,6 +374,45 @@ async def test_feed_yields_the_first_chunk_before_the_next_window_is_decoded() -
     assert len(rest) == 6 and len(decoder.calls) == 7  # windows end at 4, 8, ..., 28 (+1 future)
 
 
+def decoded(schedule: StitchSchedule, n: int) -> int:
+    """Codes the schedule decodes for an utterance of ``n`` codes."""
+    return sum(stop - lo for _, _, lo, stop in schedule.plan(n))
+
+
+def test_the_budget_gives_the_last_window_what_the_utterance_leaves() -> None:
+    """first 10, growth 2, max 40, future 2, past 3, budget 0.5; 40 codes: windows [0,10) decoding
+    [0,12) and [10,30) decoding [7,32), 37 codes; the last owns [30,40): 10 + 3 past = 13 codes, and the
+    budget allows 40 * 1.5 - 37 = 23, so it decodes [17,40)."""
+    schedule = StitchSchedule(10, 2.0, 40, 2, 3, 0, redecode_budget=0.5)
+    assert schedule.plan(40) == [(0, 10, 0, 12), (10, 30, 7, 32), (30, 40, 17, 40)]
+    no_budget = StitchSchedule(10, 2.0, 40, 2, 3, 0)
+    assert no_budget.plan(40)[-1] == (30, 40, 27, 40)
+    # 400 codes: the budget (600 - what 11 windows decoded) would take the last window far back; it
+    # stops at a full window's decode, 40 + 3 + 2 codes
+    _, _, lo, stop = schedule.plan(400)[-1]
+    assert stop - lo == 45 and decoded(schedule, 400) < 1.5 * 400
+    # 30 codes: the budget (45 - 12 = 33 codes) covers the whole utterance: the last window decodes from 0
+    assert schedule.plan(30) == [(0, 10, 0, 12), (10, 30, 0, 30)]
+
+
+@pytest.mark.parametrize("name", ["budgeted", "budgeted_small"])
+def test_the_budget_only_adds_past_context_to_the_last_window(name: str) -> None:
+    schedule = SCHEDULES[name]
+    unbudgeted = StitchSchedule(**{**schedule.__dict__, "redecode_budget": 0.0})
+    longest = schedule.max_window_tokens + schedule.past_tokens + schedule.future_tokens
+    for n in range(0, 3000, 7):
+        plan, plain = schedule.plan(n), unbudgeted.plan(n)
+        assert plan[:-1] == plain[:-1] and schedule.windows(n) == unbudgeted.windows(n)
+        if not plan:
+            continue
+        start, end, lo, stop = plan[-1]
+        fixed = decoded(schedule, n) - (stop - lo) + n - start + min(start, schedule.past_tokens)
+        # within the budget, or what the windows decode with the fixed contexts alone
+        assert decoded(schedule, n) <= max(n * (1 + schedule.redecode_budget), fixed)
+        assert lo <= start - min(start, schedule.past_tokens) and stop == end == n  # at least its past
+        assert stop - lo <= max(longest, n - start + schedule.past_tokens)
+
+
 def server_default_schedule(buckets: tuple[int, ...]) -> StitchSchedule:
     s = make_settings()
     return StitchSchedule.from_seconds(
@@ -376,14 +423,34 @@ def server_default_schedule(buckets: tuple[int, ...]) -> StitchSchedule:
         s.STREAM_PAST_CONTEXT_S,
         s.CROSSFADE_MS,
         buckets=buckets,
+        redecode_budget=s.STREAM_REDECODE_BUDGET,
     )
 
 
-@pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["cpu", "accelerator"])
+@pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
 @pytest.mark.parametrize("seconds", [3, 5, 10, 20])
 def test_the_default_schedule_decodes_at_most_1_2_codes_per_code_emitted(
     buckets: tuple[int, ...], seconds: int
 ) -> None:
     n = seconds * 50
-    plan = server_default_schedule(buckets).plan(n)
-    assert sum(stop - lo for _, _, lo, stop in plan) <= 1.2 * n
+    assert decoded(server_default_schedule(buckets), n) <= 1.2 * n
+
+
+@pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
+def test_the_default_schedule_stays_within_1_2_from_2_5_s_on(buckets: tuple[int, ...]) -> None:
+    """Below 2.5 s (one code past the first window's 96-110) the fixed contexts alone pass 1.2; the
+    budget then adds nothing."""
+    schedule = server_default_schedule(buckets)
+    without = StitchSchedule(**{**schedule.__dict__, "redecode_budget": 0.0})
+    assert all(decoded(schedule, n) <= 1.2 * n for n in range(125, 6000))
+    assert all(decoded(schedule, n) == decoded(without, n) for n in range(1, 125))
+
+
+def test_the_default_schedule_at_10_s() -> None:
+    """The server's defaults on 500 codes with CODEC_BUCKETS: the first window 2 s + 0.2 s -> the 96
+    bucket (owns 86); the second 15 past + 200 + 10 -> 256 (owns 231); the last owns 183 codes and,
+    with 96 + 256 decoded, may decode 600 - 352 = 248: 65 codes of past context instead of 15. The
+    joins are 100 ms crossfades, 50 ms each side."""
+    schedule = server_default_schedule(tuple(make_settings().CODEC_BUCKETS))
+    assert schedule.plan(500) == [(0, 86, 0, 96), (86, 317, 71, 327), (317, 500, 252, 500)]
+    assert (schedule.crossfade_left, schedule.crossfade_right) == (1200, 1200)

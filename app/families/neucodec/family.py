@@ -238,6 +238,7 @@ class NeuCodecFamily:
             past_context_s=s.STREAM_PAST_CONTEXT_S,
             crossfade_ms=s.CROSSFADE_MS,
             buckets=tuple(s.CODEC_BUCKETS),
+            redecode_budget=s.STREAM_REDECODE_BUDGET,
         )
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
