@@ -57,7 +57,9 @@ from app.codec.neucodec.encoder import frames_for
 from app.codec.neucodec.encoder_config import SAMPLE_RATE
 from app.codec.neucodec.loading import PICKLE_FILE, SAFETENSORS_FILE, load_decoder, load_encoder
 from app.codec.worker import CodecOptions, CodecWorker
+from app.config import Settings
 from app.core.device import resolve_device
+from app.families.neucodec.family import stitch_schedule
 from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
 from bench.saving import save_report
 
@@ -92,10 +94,10 @@ def prepare_checkpoint(
 
 
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
-SCHEDULE_SECONDS = (2.0, 0.2, 2.0, 10.0, 0.3, 12.0)
-"""The server's default stitcher schedule (DEFAULT_PLAYBACK_SPEED, DEFAULT_PLAYBACK_OVERLAP_SPEED,
-STREAM_CHUNK_GROWTH, STREAM_MAX_CHUNK_S, STREAM_PAST_CONTEXT_S, CROSSFADE_MS); a test keeps them in step."""
-BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # CODEC_BUCKETS' default
+SERVER = Settings(_env_file=None)
+"""The server's settings (defaults, or this environment's values as the server would read them): the
+stitcher schedule and the codec buckets the bench decodes with, so it never drifts from the server."""
+BUCKETS = tuple(SERVER.CODEC_BUCKETS)
 DELTA_CODES = 10  # codes per LM delta pushed into the stitcher
 
 
@@ -123,7 +125,8 @@ class Variant:
         )
 
     def schedule(self) -> StitchSchedule:
-        return StitchSchedule.from_seconds(*SCHEDULE_SECONDS, buckets=BUCKETS if self.batched else ())
+        first, overlap = SERVER.DEFAULT_PLAYBACK_SPEED, SERVER.DEFAULT_PLAYBACK_OVERLAP_SPEED
+        return stitch_schedule(SERVER, first, overlap, buckets=BUCKETS if self.batched else ())
 
 
 ENGINES = {
@@ -416,7 +419,18 @@ def main(argv: list[str] | None = None) -> None:
                 "seconds_per_stream": args.seconds,
                 "utterance_s": args.utterance_s,
                 "rate_codes_per_s": args.rate,
-                "schedule_s": SCHEDULE_SECONDS,
+                "schedule": {
+                    name: getattr(SERVER, name)
+                    for name in (
+                        "DEFAULT_PLAYBACK_SPEED",
+                        "DEFAULT_PLAYBACK_OVERLAP_SPEED",
+                        "STREAM_CHUNK_GROWTH",
+                        "STREAM_MAX_CHUNK_S",
+                        "STREAM_PAST_CONTEXT_S",
+                        "CROSSFADE_MS",
+                        "STREAM_REDECODE_BUDGET",
+                    )
+                },
                 "buckets": BUCKETS,
                 "snr_db_vs_float32": snr,
             }

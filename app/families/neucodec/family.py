@@ -42,6 +42,23 @@ log = logging.getLogger(__name__)
 NAME = "neucodec"
 
 
+def stitch_schedule(
+    settings: Settings, first_chunk_s: float, overlap_s: float, buckets: tuple[int, ...] | None = None
+) -> StitchSchedule:
+    """The stitcher schedule the settings give a request (``buckets``: CODEC_BUCKETS unless given)."""
+    s = settings
+    return StitchSchedule.from_seconds(
+        playback_speed=first_chunk_s,
+        playback_overlap_speed=overlap_s,
+        growth=s.STREAM_CHUNK_GROWTH,
+        max_chunk_s=s.STREAM_MAX_CHUNK_S,
+        past_context_s=s.STREAM_PAST_CONTEXT_S,
+        crossfade_ms=s.CROSSFADE_MS,
+        buckets=tuple(s.CODEC_BUCKETS) if buckets is None else buckets,
+        redecode_budget=s.STREAM_REDECODE_BUDGET,
+    )
+
+
 def builtin_voices(settings: Settings) -> VoiceCatalog:
     """The voices the LM was trained on (SPEAKERS), the default one and the aliases."""
     return VoiceCatalog(tuple(settings.SPEAKERS), settings.DEFAULT_SPEAKER, dict(settings.VOICE_ALIASES))
@@ -229,17 +246,7 @@ class NeuCodecFamily:
 
     def schedule(self, first_chunk_s: float, overlap_s: float) -> StitchSchedule:
         """The stitcher schedule for one request."""
-        s = self.settings
-        return StitchSchedule.from_seconds(
-            playback_speed=first_chunk_s,
-            playback_overlap_speed=overlap_s,
-            growth=s.STREAM_CHUNK_GROWTH,
-            max_chunk_s=s.STREAM_MAX_CHUNK_S,
-            past_context_s=s.STREAM_PAST_CONTEXT_S,
-            crossfade_ms=s.CROSSFADE_MS,
-            buckets=tuple(s.CODEC_BUCKETS),
-            redecode_budget=s.STREAM_REDECODE_BUDGET,
-        )
+        return stitch_schedule(self.settings, first_chunk_s, overlap_s)
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an
