@@ -8,11 +8,11 @@ The thread loops:
    (``max_cached_rows``: rows x padded width, each row counted at its prefill plus ``max_frames``) holds;
    beyond either it waits (at most ``max_waiting`` wait; more are refused with 429), so the cache never
    grows past the budget;
-4. run one prefill chunk of the prefill group: up to ``prefill_rows`` admitted rows prefilled TOGETHER,
-   their prompts left-padded to the longest (padding masked, each row at its own positions, like the
-   batch: ``app.lm.padded_cache``), in chunks of ``prefill_chunk`` rows in all (``prefill_chunk // group
-   size`` columns each); after the last chunk the group makes its frame 0 (16 local sub-steps, batched)
-   and joins the batch;
+4. run one prefill chunk of the prefill group: up to ``prefill_rows`` (default ``max_batch``) admitted
+   rows prefilled TOGETHER, their prompts left-padded to the longest (padding masked, each row at its own
+   positions, like the batch: ``app.lm.padded_cache``), in chunks of ``prefill_chunk`` rows in all
+   (``prefill_chunk // group size`` columns each); after the last chunk the group makes its frame 0 (16
+   local sub-steps, batched) and joins the batch;
 5. run one step over the batch: ONE backbone forward over every row's new row ``[text, previous frame]``
    (per-row positions, left-padded cache), then 16 local sub-steps batched over the rows, each followed
    by the rows' sampling, batched (``sampling.choose_codes``) but with every row's own parameters,
@@ -136,8 +136,9 @@ class MossFrameEngine:
         max_cached_rows: int = 32768,
         max_waiting: int = 32,
         prefill_chunk: int = 256,
-        prefill_rows: int = 8,
+        prefill_rows: int | None = None,
     ) -> None:
+        prefill_rows = max_batch if prefill_rows is None else prefill_rows
         if min(max_batch, max_cached_rows, prefill_chunk, prefill_rows) < 1 or max_waiting < 0:
             raise ValueError("max_batch, max_cached_rows, prefill_chunk and prefill_rows must be positive")
         self.loaded = loaded
