@@ -19,15 +19,18 @@ The thread loops:
    ``torch.Generator`` and repetition history; rows that sampled EOS on codebook 0 or reached
    ``max_frames`` leave.
 
-**Prefill policy.** Requests that arrive together are prefilled together, and a prefill chunk alternates
-with a batch step. Why: one at a time, the k-th of n simultaneous requests waited for k prefills, k
-frame-0 passes and k - 1 batch steps (8 streams on this CPU: first frame median 20 s, max 39 s); in one
-group every forward reads the weights once for all rows and frame 0 is one local pass for the group, so
-every member's first frame comes after about the cost of one batched prefill (less than the sum of the
-separate ones, much less than the last one's wait). The chunk budget counts rows of ALL members, so a
+**Prefill policy.** Requests admitted together are prefilled together, and a prefill chunk alternates
+with a batch step. One at a time (``prefill_rows=1``, the former policy), the k-th of n simultaneous
+requests waited for k prefills, k frame-0 passes and k - 1 batch steps, so the last one's first frame
+came after all the others'. In one group every forward reads the weights once for all members and frame
+0 is one batched local pass, so all members' first frames come together, after the group's cost. On a
+compute-bound CPU that cost is close to the sum of the separate prefills, so grouping trades the median
+first frame for the worst one (bench/moss_lm_bench.py, 8 requests: median 17.4 -> 22.8 s, max 34.7 ->
+22.8 s, frames/s of the run 2.00 -> 2.64); on an accelerator a group of a few short prompts costs little
+more than one, so it should lower both. We default to grouping because the worst wait is what a service
+bounds, and the throughput of the run rises too. The chunk budget counts the rows of ALL members, so a
 running stream still waits at most one ``prefill_chunk``-row forward between two of its frames, however
-many join. Rows admitted while a group prefills form the next group (FIFO: no request is overtaken).
-``prefill_rows=1`` is the former one-at-a-time policy (the bench runs both).
+many join (tested). Rows admitted while a group prefills form the next group (FIFO: none is overtaken).
 
 The forwards (``MossTTSRealtime.backbone``, ``LocalTransformer.step``) contain no sampling and no host
 synchronisation, so a CUDA/NPU graph could capture them later; sampling (``sampling.choose_codes``) runs
