@@ -20,7 +20,9 @@ makes of this prompt with a 2 s reference), keeping the voice rows, the assistan
   batching ceiling, free of the engine's scheduling and of prefills.
 - ``engine``: N requests of ``--frames`` frames each submitted together to ``MossFrameEngine``
   (``max_batch`` = the largest N): aggregate frames per wall second, and each request's time to its
-  first frame (prefills run one chunk between steps, so later requests wait for earlier prefills).
+  first frame, with the engine's prefill policy (requests admitted together prefilled together);
+  ``engine_one_at_a_time``: the same with ``prefill_rows=1`` (one prompt after another, the former
+  policy), in the same run as the baseline (``--no-baseline`` skips it).
 - ``attention``: the backbone step and a frame's local forwards with sdpa and with eager, same weights.
 
 Real-time needs 12.5 frames per second per stream (80 ms of audio per frame). Prints JSON on stdout and
@@ -159,10 +161,10 @@ def split(loaded: LoadedMoss, args: argparse.Namespace, streams: int = 1) -> dic
 
 
 async def engine_run(
-    loaded: LoadedMoss, args: argparse.Namespace, streams: int, max_batch: int
+    loaded: LoadedMoss, args: argparse.Namespace, streams: int, max_batch: int, prefill_rows: int
 ) -> dict[str, Any]:
     """``streams`` requests at once through the engine: frames/s together, first-frame times."""
-    engine = MossFrameEngine(loaded, max_batch=max_batch)
+    engine = MossFrameEngine(loaded, max_batch=max_batch, prefill_rows=prefill_rows)
     engine.start()
     jobs = [job(loaded, args, seed=10 + i) for i in range(streams)]
     started = time.perf_counter()
@@ -191,6 +193,7 @@ async def engine_run(
         "first_frame_ms_median": statistics.median(firsts),
         "first_frame_ms_max": max(firsts),
         "peak_rows": engine.peak_rows,
+        "peak_prefill_group": engine.peak_group,
         "steps": engine.steps,
     }
 
@@ -257,6 +260,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model-dir", default="")
     parser.add_argument("--tiny", action="store_true", help="the test checkpoint's sizes (smoke run)")
     parser.add_argument("--out", default="")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the one-prefill-at-a-time engine runs"
+    )
     args = parser.parse_args(argv)
     loaded = build(args)
     counts = [int(c) for c in args.concurrency.split(",")]
@@ -271,7 +277,10 @@ def main(argv: list[str] | None = None) -> None:
         "frames_per_request": args.frames,
     }
     report["split"] = [split(loaded, args, n) for n in counts]
-    report["engine"] = [asyncio.run(engine_run(loaded, args, n, max(counts))) for n in counts]
+    widest = max(counts)
+    report["engine"] = [asyncio.run(engine_run(loaded, args, n, widest, widest)) for n in counts]
+    if not args.no_baseline:
+        report["engine_one_at_a_time"] = [asyncio.run(engine_run(loaded, args, n, widest, 1)) for n in counts]
     report["attention_compare"] = attention_compare(loaded, args)
     print(json.dumps(report, indent=2))
     print(
@@ -287,14 +296,15 @@ def main(argv: list[str] | None = None) -> None:
             f"{s['sampling_ms']:.1f} = {s['step_ms']:.1f} ms -> {s['frames_per_s']:.2f} frames/s",
             file=sys.stderr,
         )
-    for run in report["engine"]:
-        print(
-            f"{run['streams']} streams: {run['frames_per_s']:.2f} frames/s together, "
-            f"RTF per stream {run['rtf_per_stream']:.1f}, "
-            f"first frame median {run['first_frame_ms_median']:.0f} ms "
-            f"(max {run['first_frame_ms_max']:.0f}), peak rows {run['peak_rows']}",
-            file=sys.stderr,
-        )
+    for policy in ("engine", "engine_one_at_a_time"):
+        for run in report.get(policy, []):
+            print(
+                f"{policy} {run['streams']} streams: {run['frames_per_s']:.2f} frames/s together, "
+                f"RTF per stream {run['rtf_per_stream']:.1f}, "
+                f"first frame median {run['first_frame_ms_median']:.0f} ms "
+                f"(max {run['first_frame_ms_max']:.0f}), peak rows {run['peak_rows']}",
+                file=sys.stderr,
+            )
     a = report["attention_compare"]
     print(
         f"attention: sdpa backbone {a['sdpa']['backbone_step_ms']:.1f} ms / "

@@ -326,3 +326,108 @@ async def test_a_broken_loop_fails_its_rows_instead_of_hanging(
         assert not engine.ready()
     finally:
         await engine.close()
+
+
+@pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "sampled"])
+async def test_requests_prefilled_together_each_make_their_frames_alone(
+    loaded: LoadedMoss, prompter: MossPrompter, sampled: bool
+) -> None:
+    todo = jobs(prompter, sampled)
+    lengths = {len(job.prefill) for job in todo}
+    assert len(lengths) >= 3  # prompts of several lengths: the shorter ones are left-padded in the group
+    options = {"prefill_chunk": 48}  # several chunks, 12 columns each for 4 rows
+    expected = [await alone(loaded, job, **options) for job in todo]
+    engine = MossFrameEngine(loaded, max_batch=4, **options)
+    engine.start()
+    try:
+        got = await asyncio.gather(*(collect(engine, job) for job in todo))
+    finally:
+        await engine.close()
+    assert engine.peak_group == 4 and engine.peak_rows == 4
+    for want, have in zip(expected, got, strict=True):
+        assert np.array_equal(want, have)
+    one_by_one = MossFrameEngine(loaded, max_batch=4, prefill_rows=1, **options)
+    one_by_one.start()
+    try:
+        again = await asyncio.gather(*(collect(one_by_one, job) for job in todo))
+    finally:
+        await one_by_one.close()
+    assert one_by_one.peak_group == 1
+    for want, have in zip(expected, again, strict=True):
+        assert np.array_equal(want, have)
+
+
+async def test_a_running_stream_gets_a_frame_between_any_two_prefill_chunks(
+    loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = prompter.job("I keep talking.", reference=None, max_frames=300, sampling=GREEDY)
+    newcomers = [
+        prompter.job(f"Newcomer {i} with a long voice prompt.", reference=reference(20 + i, 30), max_frames=3)
+        for i in range(3)
+    ]
+    expected = await alone(loaded, runner)
+    forwards: list[tuple[str, int]] = []  # ("prefill" | "step", rows in the forward)
+    real = loaded.model.backbone
+
+    def backbone(rows: torch.Tensor, *args: Any) -> Any:
+        kind = "step" if rows.shape[1] == 1 else "prefill"
+        forwards.append((kind, int(rows.shape[0])))
+        return real(rows, *args)
+
+    monkeypatch.setattr(loaded.model, "backbone", backbone)
+    engine = MossFrameEngine(loaded, prefill_chunk=12)  # 4 columns per chunk for a group of 3
+    engine.start()
+    try:
+        running = engine.stream(runner)
+        first = await running.__anext__()
+        joined = len(forwards)
+        rest = [first]
+
+        async def keep_reading() -> None:
+            async for frames in running:
+                rest.append(frames)
+
+        others = await asyncio.gather(keep_reading(), *(collect(engine, job) for job in newcomers))
+    finally:
+        await engine.close()
+    assert np.array_equal(np.concatenate(rest), expected)  # unharmed by the others' prefill
+    assert all(len(frames) == 3 for frames in others[1:])
+    later = forwards[joined:]
+    chunks = [i for i, (kind, _) in enumerate(later) if kind == "prefill"]
+    assert len(chunks) >= 50 and engine.peak_group == 3  # the newcomers' long prompts: many chunks
+    assert len(later) - chunks[-1] > 100  # all while the runner ran: it outlived their prefill
+    assert all(rows * 4 <= 12 for kind, rows in later if kind == "prefill")
+    assert all(later[i + 1][0] == "step" for i in chunks)  # the runner steps after every chunk
+
+
+async def test_a_request_cancelled_mid_prefill_leaves_its_group(
+    loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    todo = jobs(prompter, sampled=True)[:3]
+    expected = [await alone(loaded, job, prefill_chunk=30) for job in todo]
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[np.ndarray]] = []
+    sizes: list[int] = []  # rows of each prefill forward
+    real = loaded.model.backbone
+
+    def backbone(rows: torch.Tensor, *args: Any) -> Any:
+        if rows.shape[1] > 1:
+            sizes.append(int(rows.shape[0]))
+            if len(sizes) == 3:  # mid-prefill: the first request's stream is closed
+                loop.call_soon_threadsafe(tasks[0].cancel)
+        return real(rows, *args)
+
+    monkeypatch.setattr(loaded.model, "backbone", backbone)
+    engine = MossFrameEngine(loaded, prefill_chunk=30)
+    engine.start()
+    try:
+        tasks.extend(asyncio.create_task(collect(engine, job)) for job in todo)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await engine.close()
+    assert isinstance(results[0], asyncio.CancelledError)
+    threes = sizes.count(3)
+    assert 3 <= threes <= 5 and sizes == [3] * threes + [2] * (len(sizes) - threes) and sizes[-1] == 2
+    assert engine.peak_rows == 2
+    for want, have in zip(expected[1:], results[1:], strict=True):
+        assert np.array_equal(want, have)
