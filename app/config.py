@@ -347,6 +347,15 @@ class MossSettings(BaseSettings):
     MOSS_MAX_BATCH: int = Field(
         8, ge=1, le=256, description="MOSS requests generated together in one batched LM step."
     )
+    MOSS_PREFILL_ROWS: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description=(
+            "MOSS prompts prefilled together in one group (0 = MOSS_MAX_BATCH; 1 = one at a time: on a CPU "
+            "a better median first audio, a worse worst case)."
+        ),
+    )
     MOSS_CACHE_ROWS: int = Field(
         32768,
         ge=64,

@@ -82,7 +82,10 @@ def load_lm(settings: Settings, device: str) -> MossLM:
         attention=settings.MOSS_TTS_ATTENTION,
     )
     engine = MossFrameEngine(
-        loaded, max_batch=settings.MOSS_MAX_BATCH, max_cached_rows=settings.MOSS_CACHE_ROWS
+        loaded,
+        max_batch=settings.MOSS_MAX_BATCH,
+        max_cached_rows=settings.MOSS_CACHE_ROWS,
+        prefill_rows=settings.MOSS_PREFILL_ROWS or None,
     )
     window = min(loaded.max_positions, settings.MOSS_CACHE_ROWS)
     return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, window)

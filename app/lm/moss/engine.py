@@ -204,6 +204,7 @@ class MossFrameEngine:
             "dtype": str(loaded.dtype).removeprefix("torch."),
             "attention": loaded.attention,
             "max_batch": self.max_batch,
+            "prefill_rows": self.prefill_rows,
             "max_cached_rows": self.max_cached_rows,
             "cache_bytes": self.max_cached_rows * self.row_bytes(),
             "why": (

@@ -65,3 +65,21 @@ async def test_a_prompt_longer_than_the_window_is_400(real_rows: tuple[MossFamil
     with pytest.raises(InvalidRequest) as refused:
         await family.plan(job(family, "word " * family.lm.max_positions))
     assert refused.value.code == "context_length_exceeded"
+
+
+@pytest.mark.parametrize(("rows", "expected"), [(0, 3), (1, 1)])
+def test_the_settings_size_the_real_engine(
+    tiny_moss_codec_dir: Path, moss_tts_dir: Path, rows: int, expected: int
+) -> None:
+    from app.families.moss.lm import load_lm
+
+    settings = moss_settings(
+        tiny_moss_codec_dir,
+        MOSS_TTS_MODEL=str(moss_tts_dir),
+        MOSS_MAX_BATCH=3,
+        MOSS_CACHE_ROWS=900,
+        MOSS_PREFILL_ROWS=rows,
+    )
+    details = load_lm(settings, "cpu").engine.details()
+    assert details["max_batch"] == 3 and details["max_cached_rows"] == 900
+    assert details["prefill_rows"] == expected  # 0: as many as MOSS_MAX_BATCH
