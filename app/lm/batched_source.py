@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import queue
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from app.core.device import set_current
 from app.core.errors import APIError, BackendError, Unavailable
-from app.lm.padded_cache import append_rows, keep_rows
+from app.lm.padded_cache import PaddedBatch, append_rows
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.transformers_source import TransformersTokenSource, _End, _Job, _LoadedLM, choose_next
 
@@ -67,13 +67,8 @@ class _Row:
         return int(self.prompt.shape[1]) + self.job.params.max_tokens
 
 
-@dataclass
-class _Batch:
+class _Batch(PaddedBatch[_Row]):
     """The rows in the batched decode and their shared padded cache (``width`` columns)."""
-
-    rows: list[_Row] = field(default_factory=list)
-    cache: Any = None
-    width: int = 0
 
 
 class BatchedTokenSource(TransformersTokenSource):
@@ -178,7 +173,7 @@ class BatchedTokenSource(TransformersTokenSource):
         for row in gone:
             _finish(row.job, _End("cancelled"))
         if gone:
-            _remove(batch, gone)
+            batch.remove(gone)
 
     def _prefill_step(self, lm: _LoadedLM, admitted: deque[_Row], batch: _Batch) -> None:
         """One prompt chunk of the head admitted row; after the last, its first code and its join."""
@@ -237,7 +232,7 @@ class BatchedTokenSource(TransformersTokenSource):
                 _finish(row.job, _failure(exc))
                 done.append(row)
         if done:
-            _remove(batch, done)
+            batch.remove(done)
 
     def _choose(self, lm: _LoadedLM, row: _Row, logits: torch.Tensor) -> bool:
         """Sample the row's next code from its ``[V]`` logits and post it; False once it has finished."""
@@ -278,18 +273,6 @@ def _join(batch: _Batch, row: _Row) -> None:
         batch.width = append_rows(batch.cache, batch.width, row.cache, row.length)
         batch.rows.append(row)
     row.cache = None
-
-
-def _remove(batch: _Batch, gone: list[_Row]) -> None:
-    """Drop rows from the batch and the cache columns no remaining row uses."""
-    keep = [i for i, row in enumerate(batch.rows) if row not in gone]
-    batch.rows = [batch.rows[i] for i in keep]
-    if not batch.rows:
-        batch.cache, batch.width = None, 0
-        return
-    width = max(row.length for row in batch.rows)
-    keep_rows(batch.cache, keep, batch.width - width)
-    batch.width = width
 
 
 def _failure(exc: Exception) -> _End:

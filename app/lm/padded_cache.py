@@ -10,7 +10,9 @@ batched engine (``batched_source.py``) and the MOSS frame engine (``moss/engine.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
@@ -59,3 +61,32 @@ def keep_rows(cache: Any, keep: list[int], trim: int) -> None:
     for layer in cache_layers(cache):
         layer.keys = layer.keys.index_select(0, index)[:, :, trim:]
         layer.values = layer.values.index_select(0, index)[:, :, trim:]
+
+
+class CachedRow(Protocol):
+    """A generation in a padded batch: the positions it holds in the cache."""
+
+    length: int
+
+
+RowT = TypeVar("RowT", bound=CachedRow)
+
+
+@dataclass
+class PaddedBatch(Generic[RowT]):
+    """Rows sharing one left-padded cache of ``width`` columns (row ``i`` of the cache is ``rows[i]``)."""
+
+    rows: list[RowT] = field(default_factory=list)
+    cache: Any = None
+    width: int = 0
+
+    def remove(self, gone: Collection[RowT]) -> None:
+        """Drop the rows in ``gone`` (by identity) and the cache columns no remaining row uses."""
+        keep = [i for i, row in enumerate(self.rows) if not any(row is g for g in gone)]
+        self.rows = [self.rows[i] for i in keep]
+        if not self.rows:
+            self.cache, self.width = None, 0
+            return
+        width = max(row.length for row in self.rows)
+        keep_rows(self.cache, keep, self.width - width)
+        self.width = width

@@ -49,7 +49,6 @@ import threading
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -60,7 +59,7 @@ from app.lm.moss.loader import LoadedMoss
 from app.lm.moss.local import LocalCache
 from app.lm.moss.sampling import RowParams, choose_codes
 from app.lm.moss.types import AUDIO_EOS, CODEBOOKS, COLUMNS, FrameJob
-from app.lm.padded_cache import append_rows, keep_rows
+from app.lm.padded_cache import PaddedBatch, append_rows, keep_rows
 
 
 @dataclass
@@ -107,13 +106,8 @@ class _Row:
             self.loop.call_soon_threadsafe(self.done.set)
 
 
-@dataclass
-class _Batch:
+class _Batch(PaddedBatch[_Row]):
     """The rows in the batched step and their shared left-padded backbone cache (``width`` columns)."""
-
-    rows: list[_Row] = field(default_factory=list)
-    cache: Any = None
-    width: int = 0
 
 
 @dataclass
@@ -361,7 +355,7 @@ class MossFrameEngine:
         for row in gone:
             self._leave(row)
         if gone:
-            _remove(batch, gone)
+            batch.remove(gone)
 
     def _admit(self, waiting: deque[_Row], admitted: deque[_Row], group: _Group, batch: _Batch) -> None:
         """Admit waiting rows in arrival order while a row and the cache budget are free."""
@@ -449,7 +443,7 @@ class MossFrameEngine:
             elif not self._deliver(row, codes[i], host[i]):
                 done.append(row)
         if done:
-            _remove(group, done)
+            group.remove(done)
         if group.rows:
             _join(batch, group)
             self.peak_rows = max(self.peak_rows, len(batch.rows))
@@ -493,7 +487,7 @@ class MossFrameEngine:
             elif not self._deliver(row, codes[i], host[i]):
                 done.append(row)
         if done:
-            _remove(batch, done)
+            batch.remove(done)
 
     def _frame(
         self, hidden: torch.Tensor, rows: list[_Row]
@@ -575,18 +569,6 @@ def _leave_group(group: _Group, gone: list[_Row]) -> None:
 def _reset(group: _Group) -> None:
     """Empty the group (its rows joined the batch or left)."""
     group.rows, group.cache, group.width, group.inputs, group.pads = [], None, 0, None, []
-
-
-def _remove(batch: _Batch, gone: list[_Row]) -> None:
-    """Drop rows from the batch and the cache columns no remaining row uses."""
-    keep = [i for i, row in enumerate(batch.rows) if row not in gone]
-    batch.rows = [batch.rows[i] for i in keep]
-    if not batch.rows:
-        batch.cache, batch.width = None, 0
-        return
-    width = max(row.length for row in batch.rows)
-    keep_rows(batch.cache, keep, batch.width - width)
-    batch.width = width
 
 
 def _failure(exc: Exception) -> APIError:
