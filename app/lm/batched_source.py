@@ -33,7 +33,6 @@ forward (e.g. the device runs out of memory despite the budget) fails the rows o
 
 from __future__ import annotations
 
-import queue
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ import torch
 
 from app.core.device import set_current
 from app.core.errors import APIError, BackendError, Unavailable
+from app.lm.job_queue import take_queued
 from app.lm.padded_cache import PaddedBatch, append_rows
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.transformers_source import TransformersTokenSource, _End, _Job, _LoadedLM, choose_next
@@ -113,7 +113,7 @@ class BatchedTokenSource(TransformersTokenSource):
         with torch.inference_mode():
             while True:
                 idle = not (waiting or admitted or batch.rows)
-                if not self._take(waiting, block=idle) or self._closing.is_set():
+                if not take_queued(self._jobs, waiting.append, block=idle) or self._closing.is_set():
                     break
                 self._admit(lm, waiting, admitted, batch)
                 self._drop_cancelled(admitted, batch)
@@ -124,18 +124,6 @@ class BatchedTokenSource(TransformersTokenSource):
         closed = Unavailable(f"LM source {self.name!r} is shutting down")
         for item in [*waiting, *admitted, *batch.rows]:
             _finish(item.job if isinstance(item, _Row) else item, _End("error", closed))
-
-    def _take(self, waiting: deque[_Job | _Row], block: bool) -> bool:
-        """Move queued jobs to ``waiting`` (blocking for one when idle); False on the ``None`` sentinel."""
-        try:
-            item = self._jobs.get(block=block)
-            while True:
-                if item is None:
-                    return False
-                waiting.append(item)
-                item = self._jobs.get_nowait()
-        except queue.Empty:
-            return True
 
     def _admit(
         self, lm: _LoadedLM, waiting: deque[_Job | _Row], admitted: deque[_Row], batch: _Batch
