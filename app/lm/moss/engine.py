@@ -55,6 +55,7 @@ import torch
 
 from app.core.device import set_current
 from app.core.errors import APIError, BackendError, InvalidRequest, RateLimited, Unavailable
+from app.lm.job_queue import take_queued
 from app.lm.moss.loader import LoadedMoss
 from app.lm.moss.local import LocalCache
 from app.lm.moss.sampling import RowParams, choose_codes
@@ -293,7 +294,7 @@ class MossFrameEngine:
                 self._local = loaded.model.local_transformer.new_cache(self.max_batch)
                 while True:
                     idle = not (waiting or admitted or group.rows or batch.rows)
-                    if not self._take(waiting, block=idle) or self._closing.is_set():
+                    if not take_queued(self._jobs, waiting.append, block=idle) or self._closing.is_set():
                         break
                     self._drop_cancelled(waiting, admitted, group, batch)
                     self._admit(waiting, admitted, group, batch)
@@ -316,18 +317,6 @@ class MossFrameEngine:
                 waiting.append(late)
         for row in [*waiting, *admitted, *group.rows, *batch.rows]:
             row.finish(end)
-
-    def _take(self, waiting: deque[_Row], block: bool) -> bool:
-        """Move queued rows to ``waiting`` (blocking for one when idle); False on the ``None`` sentinel."""
-        try:
-            item = self._jobs.get(block=block)
-            while True:
-                if item is None:
-                    return False
-                waiting.append(item)
-                item = self._jobs.get_nowait()
-        except queue.Empty:
-            return True
 
     def _leave(self, row: _Row, error: APIError | None = None) -> None:
         with self._lock:
@@ -435,13 +424,7 @@ class MossFrameEngine:
                 self._leave(row, _failure(exc))
             _reset(group)
             return
-        done = []
-        for i, row in enumerate(rows):
-            if i in failed:
-                self._leave(row, _failure(failed[i]))
-                done.append(row)
-            elif not self._deliver(row, codes[i], host[i]):
-                done.append(row)
+        done = self._deliver_all(rows, codes, host, failed)
         if done:
             group.remove(done)
         if group.rows:
@@ -478,16 +461,24 @@ class MossFrameEngine:
             return
         self.steps += 1
         batch.width += 1
+        for row in rows:
+            row.length += 1
+        done = self._deliver_all(rows, codes, host, failed)
+        if done:
+            batch.remove(done)
+
+    def _deliver_all(
+        self, rows: list[_Row], codes: torch.Tensor, host: np.ndarray, failed: dict[int, Exception]
+    ) -> list[_Row]:
+        """Hand each row its frame, or its failure; the rows that left (failed, finished, cancelled)."""
         done = []
         for i, row in enumerate(rows):
-            row.length += 1
             if i in failed:
                 self._leave(row, _failure(failed[i]))
                 done.append(row)
             elif not self._deliver(row, codes[i], host[i]):
                 done.append(row)
-        if done:
-            batch.remove(done)
+        return done
 
     def _frame(
         self, hidden: torch.Tensor, rows: list[_Row]
