@@ -129,9 +129,16 @@ class FakeVLLM:
             self._runner = None
 
     async def wait_disconnected(self, index: int = -1, timeout: float = 1.0) -> float:
-        """Wait until the client of request ``index`` has gone away; return when (monotonic)."""
+        """Wait until the client of request ``index`` has gone away; return when (monotonic). A client
+        that gave up fast (a short timeout on a loaded machine) may leave before its request is handled,
+        so the request is first waited for too, within the same ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while len(self.requests) <= (index if index >= 0 else -index - 1):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"request {index} never reached the fake vLLM")
+            await asyncio.sleep(0.01)
         request = self.requests[index]
-        await asyncio.wait_for(request.disconnected.wait(), timeout)
+        await asyncio.wait_for(request.disconnected.wait(), max(deadline - time.monotonic(), 0.0))
         assert request.disconnected_at is not None
         return request.disconnected_at
 
