@@ -123,6 +123,13 @@ class LMSettings(BaseSettings):
     LM_PREFILL_CHUNK: int = Field(
         256, ge=1, description="In-process LM: most prompt tokens prefilled between two decode steps."
     )
+    LM_PREFILL_ROWS: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="In-process LM: prompts prefilled together in one group "
+        "(0 = LM_BATCH_SIZE; 1 = one at a time).",
+    )
     LM_BATCH_CACHE_TOKENS: int = Field(
         32768,
         ge=1,

@@ -1,7 +1,8 @@
 """In-process LM throughput: the batched engine against the one-at-a-time engine, in one run.
 
     flock /tmp/heavy.lock .venv/bin/python -m bench.lm_batch_bench [--shape qwen3-1.7b|small]
-        [--concurrency 1,4,8] [--tokens 16] [--device cpu] [--dtype float32] [--out lm_batch_cpu.json]
+        [--concurrency 1,4,8] [--tokens 16] [--device cpu] [--dtype float32]
+        [--engines one-at-a-time,batched,batched-serial-prefill] [--out lm_batch_cpu.json]
 
 The LM is a random Qwen3 in the real model's shape (``--shape qwen3-1.7b``: Qwen3-1.7B's config, as
 ``python -m app.tools.precision`` builds it; speed does not depend on the weight values) with the fixture
@@ -17,6 +18,10 @@ code (queueing and prefill included). Steady tokens/s counts only the codes afte
 first code, over the time from then to the end: the decode rate once every prefill is done (for the
 one-at-a-time engine, N > 1 requests are never all in, so it is the rate of the last one alone). One
 warmup request per engine first.
+
+The engines: ``one-at-a-time`` (``TransformersTokenSource``, ``LM_BATCH_SIZE=1``), ``batched`` (the
+default: ``BatchedTokenSource``, prompts admitted together prefilled as one group) and
+``batched-serial-prefill`` (the same with ``LM_PREFILL_ROWS=1``: one prompt prefilled at a time).
 
 Prints JSON on stdout and a table on stderr; ``--out`` also writes the JSON to ``bench/results/``.
 """
@@ -139,10 +144,15 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     build_s = time.perf_counter() - started
     transformers_source._load = lambda *_args, **_kwargs: loaded  # type: ignore[assignment]  # share one model
     levels = [int(n) for n in args.concurrency.split(",")]
-    engines: dict[str, TokenSource] = {
+    most = max(levels)
+    every: dict[str, TokenSource] = {
         "one-at-a-time": TransformersTokenSource("bench", args.device, name="single"),
-        "batched": BatchedTokenSource("bench", args.device, name="batched", batch_size=max(levels)),
+        "batched": BatchedTokenSource("bench", args.device, name="batched", batch_size=most),
+        "batched-serial-prefill": BatchedTokenSource(
+            "bench", args.device, name="serial-prefill", batch_size=most, prefill_rows=1
+        ),
     }
+    engines = {name: every[name] for name in args.engines.split(",")}
     rows: dict[str, list[dict[str, Any]]] = {}
     for name, source in engines.items():
         await source.start()
@@ -155,7 +165,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{name:>14} N={n}: {row}", file=sys.stderr, flush=True)
         finally:
             await source.close()
-    one = rows["one-at-a-time"][0] if levels[0] == 1 else None  # one request alone, one-at-a-time
+    one = None  # one request alone on the one-at-a-time engine
+    if levels[0] == 1 and "one-at-a-time" in rows:
+        one = rows["one-at-a-time"][0]
     return {
         "cpu": _cpu(),
         "device": str(device),
@@ -168,13 +180,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "tokens_per_request": args.tokens,
         "model_build_s": round(build_s, 1),
         "engines": rows,
-        # aggregate (and steady) tokens/s of the batched engine at N over one request's alone
-        "batched_vs_one_request": {
-            str(row["requests"]): {
-                "aggregate": round(row["tokens_per_s"] / one["tokens_per_s"], 2),
-                "steady": round((row["steady_tokens_per_s"] or 0) / one["steady_tokens_per_s"], 2),
+        # aggregate (and steady) tokens/s of each batched engine at N over one request's alone
+        "vs_one_request": {
+            name: {
+                str(row["requests"]): {
+                    "aggregate": round(row["tokens_per_s"] / one["tokens_per_s"], 2),
+                    "steady": round((row["steady_tokens_per_s"] or 0) / one["steady_tokens_per_s"], 2),
+                }
+                for row in engine_rows
             }
-            for row in rows["batched"]
+            for name, engine_rows in rows.items()
+            if name != "one-at-a-time"
         }
         if one and one["steady_tokens_per_s"]
         else None,
@@ -187,7 +203,7 @@ def _cpu() -> str:
     return names[0] if names else platform.processor()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -196,8 +212,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16, help="speech tokens per request")
     parser.add_argument("--device", default="cpu", help="cpu, cuda[:N] (the GPU run of the same bench)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument(
+        "--engines",
+        default="one-at-a-time,batched,batched-serial-prefill",
+        help="comma-separated, run in this order (the ratios need one-at-a-time and N=1 first)",
+    )
     parser.add_argument("--out", default="", help="also write the JSON to bench/results/OUT")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     result = asyncio.run(bench(args))
     text = json.dumps(result, indent=2)
     print(text)

@@ -7,9 +7,12 @@ with another generation thread. The thread owns the model and loops:
 2. admit the head of the wait list while the batch has a free row (``batch_size``) and the KV-cache
    budget (``cache_tokens``) holds; beyond either a request waits, it never allocates past the budget;
 3. drop the rows whose stream was closed (a cancelled request leaves within one step);
-4. run one prefill chunk (``prefill_chunk`` prompt tokens) of the request being admitted, alone with its
-   own cache, so a long prompt never stalls the running rows for more than one chunk; after its last
-   chunk the request samples its first code and its row joins the batch;
+4. run one prefill chunk of the prefill group: up to ``prefill_rows`` (default ``batch_size``) admitted
+   requests prefilled TOGETHER, their prompts left-padded to the longest (``PrefillGroup``: padding
+   masked, each row at its own positions, never more than half of the group's columns padding), in
+   chunks of ``prefill_chunk`` prompt tokens over all members, so a long prompt never stalls the running
+   rows for more than one chunk; after its last chunk every member samples its first code and the
+   group joins the batch; requests admitted meanwhile form the next group (FIFO: none is overtaken);
 5. run one decode step over every row and sample each row's next code with its own temperature, top-k,
    top-p, repetition penalty and seeded ``torch.Generator`` (``choose_next``, the same function as the
    one-at-a-time engine), over the speech and stop ids only; finished rows leave.
@@ -20,6 +23,11 @@ over per-row ``DynamicCache`` objects merged each step because merging copies ev
 every step, while the padded batch copies only when a row joins or leaves, and transformers' SDPA path
 already handles a 2-D padding mask with per-row position ids.
 
+**Grouped prefill.** One at a time (``prefill_rows=1``), the k-th of n simultaneous requests waited for
+k prefills and k - 1 decode steps, and the decode batch filled up one row per prefill; in a group each
+forward reads the weights once for all members, so on a GPU (and on a CPU with bf16 matrix units) a
+group of short prompts costs little more than one, and all members start decoding together.
+
 **Why a hand-written loop**: transformers' own continuous batching (``generate_batch`` /
 ``ContinuousBatchingManager``, 5.x) samples with one ``GenerationConfig`` for the whole batch, so it has
 no per-request repetition penalty, and seeds through the process-wide RNG (``set_seed``), a side effect on
@@ -27,37 +35,35 @@ every other user of torch's global generator and no per-request reproducibility.
 depend only on its own prompt, parameters and seed, not on who shares its steps (tested: batched equals
 alone).
 
-A failure in one request's prefill or sampling fails that request alone; a failure of the shared decode
-forward (e.g. the device runs out of memory despite the budget) fails the rows of that step.
+A failure in one request's tokenization or sampling fails that request alone; a failure of a shared
+forward (a group's prefill chunk, the decode step; e.g. the device runs out of memory despite the budget)
+fails the rows of that forward.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from app.core.device import set_current
 from app.core.errors import APIError, BackendError, Unavailable
 from app.lm.job_queue import take_queued
-from app.lm.padded_cache import PaddedBatch, append_rows
+from app.lm.padded_cache import PaddedBatch, PrefillGroup
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.transformers_source import TransformersTokenSource, _End, _Job, _LoadedLM, choose_next
 
 
 @dataclass(eq=False)
 class _Row:
-    """One request inside the loop: its sampling state and, while prefilling, its own cache."""
+    """One request inside the loop: its prompt and its sampling state."""
 
     job: _Job
     prompt: torch.Tensor  # [1, P] LM ids
     seen: torch.Tensor  # [A] bool over the allowed ids: repetition-penalty history
     generator: torch.Generator | None
-    prefilled: int = 0  # prompt tokens already in its cache
-    cache: Any = None  # its own DynamicCache while prefilling, None once in the batch
-    length: int = 0  # tokens in its cache (prompt + codes fed back)
+    length: int = 0  # tokens in its cache (prompt + codes fed back), set once prefilled
     generated: int = 0
     last: int = 0  # LM id of the code chosen last: the next step's input
 
@@ -71,11 +77,16 @@ class _Batch(PaddedBatch[_Row]):
     """The rows in the batched decode and their shared padded cache (``width`` columns)."""
 
 
+class _Group(PrefillGroup[_Row]):
+    """Requests prefilled together (``inputs`` [G, L] LM ids)."""
+
+
 class BatchedTokenSource(TransformersTokenSource):
     """A ``TokenSource`` running the LM in-process, with every active generation in one decode batch.
 
-    ``batch_size`` is the most generations decoded together; ``prefill_chunk`` the most prompt tokens
-    run in one forward between two decode steps; ``cache_tokens`` bounds the padded KV cache (rows ×
+    ``batch_size`` is the most generations decoded together; ``prefill_rows`` the most prompts prefilled
+    together (None: ``batch_size``); ``prefill_chunk`` the most prompt tokens (over all of them) run in
+    one forward between two decode steps; ``cache_tokens`` bounds the padded KV cache (rows ×
     columns, each row counted at its prompt plus ``max_tokens``): a request that would exceed it waits
     for rows to finish (a request larger than the whole budget runs when it would be alone).
     """
@@ -90,15 +101,19 @@ class BatchedTokenSource(TransformersTokenSource):
         *,
         batch_size: int = 8,
         prefill_chunk: int = 256,
+        prefill_rows: int | None = None,
         cache_tokens: int = 32768,
     ) -> None:
         super().__init__(model, device, dtype=dtype, name=name, attention_fp32=attention_fp32)
-        if batch_size < 1 or prefill_chunk < 1 or cache_tokens < 1:
-            raise ValueError("batch_size, prefill_chunk and cache_tokens must be positive")
+        prefill_rows = batch_size if prefill_rows is None else prefill_rows
+        if min(batch_size, prefill_chunk, prefill_rows, cache_tokens) < 1:
+            raise ValueError("batch_size, prefill_chunk, prefill_rows and cache_tokens must be positive")
         self.batch_size = batch_size
         self.prefill_chunk = prefill_chunk
+        self.prefill_rows = prefill_rows
         self.cache_tokens = cache_tokens
         self.peak_rows = 0  # most rows decoded together so far (tests, bench)
+        self.peak_group = 0  # most prompts prefilled together so far
 
     # --- the generation thread -----------------------------------------------------------------------
 
@@ -108,34 +123,38 @@ class BatchedTokenSource(TransformersTokenSource):
         assert lm is not None
         set_current(lm.device)
         waiting: deque[_Job | _Row] = deque()  # the head becomes a _Row once tokenized
-        admitted: deque[_Row] = deque()  # prefilling (head) or about to
+        admitted: deque[_Row] = deque()  # admitted, waiting for the next prefill group
+        group = _Group()  # prefilling now
         batch = _Batch()
         with torch.inference_mode():
             while True:
-                idle = not (waiting or admitted or batch.rows)
+                idle = not (waiting or admitted or group.rows or batch.rows)
                 if not take_queued(self._jobs, waiting.append, block=idle) or self._closing.is_set():
                     break
-                self._admit(lm, waiting, admitted, batch)
-                self._drop_cancelled(admitted, batch)
-                if admitted:
-                    self._prefill_step(lm, admitted, batch)
+                self._admit(lm, waiting, [*admitted, *group.rows, *batch.rows], admitted)
+                self._drop_cancelled(admitted, group, batch)
+                if not group.rows and admitted:
+                    group.form(admitted, self.prefill_rows, _prompt)
+                    self.peak_group = max(self.peak_group, len(group.rows))
+                if group.rows:
+                    self._prefill_step(lm, group, batch)
                 if batch.rows:
                     self._decode_step(lm, batch)
         closed = Unavailable(f"LM source {self.name!r} is shutting down")
-        for item in [*waiting, *admitted, *batch.rows]:
+        for item in [*waiting, *admitted, *group.rows, *batch.rows]:
             _finish(item.job if isinstance(item, _Row) else item, _End("error", closed))
 
     def _admit(
-        self, lm: _LoadedLM, waiting: deque[_Job | _Row], admitted: deque[_Row], batch: _Batch
+        self, lm: _LoadedLM, waiting: deque[_Job | _Row], active: list[_Row], admitted: deque[_Row]
     ) -> None:
-        """Admit waiting jobs in arrival order while a row and the cache budget are free."""
+        """Admit waiting jobs in arrival order while a row and the cache budget are free (``active``:
+        the rows admitted so far, prefilling or decoding)."""
         while waiting:
             head = waiting[0]
             job = head.job if isinstance(head, _Row) else head
             if job.cancel.is_set():
                 waiting.popleft()  # closed before it started: its stream is already over
                 continue
-            active = [*admitted, *batch.rows]
             if len(active) >= self.batch_size:
                 return
             try:
@@ -151,37 +170,47 @@ class BatchedTokenSource(TransformersTokenSource):
             waiting.popleft()
             job.started.set()
             admitted.append(row)
+            active.append(row)
 
-    def _drop_cancelled(self, admitted: deque[_Row], batch: _Batch) -> None:
+    def _drop_cancelled(self, admitted: deque[_Row], group: _Group, batch: _Batch) -> None:
         """Finish the rows whose stream was closed; they leave before the next forward."""
         for row in [row for row in admitted if row.job.cancel.is_set()]:
             admitted.remove(row)
             _finish(row.job, _End("cancelled"))
-        gone = [row for row in batch.rows if row.job.cancel.is_set()]
-        for row in gone:
-            _finish(row.job, _End("cancelled"))
-        if gone:
-            batch.remove(gone)
+        for rows, drop in ((group.rows, group.drop), (batch.rows, batch.remove)):
+            gone = [row for row in rows if row.job.cancel.is_set()]
+            for row in gone:
+                _finish(row.job, _End("cancelled"))
+            if gone:
+                drop(gone)
 
-    def _prefill_step(self, lm: _LoadedLM, admitted: deque[_Row], batch: _Batch) -> None:
-        """One prompt chunk of the head admitted row; after the last, its first code and its join."""
-        row = admitted[0]
+    def _prefill_step(self, lm: _LoadedLM, group: _Group, batch: _Batch) -> None:
+        """One prompt chunk of the group; after the last, each member's first code and the group's join."""
+        rows = group.rows
+        inputs, mask, positions = group.next_chunk(self.prefill_chunk)
         try:
-            chunk = row.prompt[:, row.prefilled : row.prefilled + self.prefill_chunk]
-            out = lm.model(input_ids=chunk, past_key_values=row.cache, use_cache=True, logits_to_keep=1)
-            row.cache = out.past_key_values
-            row.prefilled += chunk.shape[1]
-            if row.prefilled < row.prompt.shape[1]:
-                return
-            admitted.popleft()
-            row.length = row.prefilled
-            if self._choose(lm, row, out.logits[0, -1]):
-                _join(batch, row)
-                self.peak_rows = max(self.peak_rows, len(batch.rows))
+            out = lm.model(
+                input_ids=inputs,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=group.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
         except Exception as exc:
-            if admitted and admitted[0] is row:
-                admitted.popleft()
-            _finish(row.job, _failure(exc))
+            for row in rows:
+                _finish(row.job, _failure(exc))
+            group.reset()
+            return
+        if not group.advance(out.past_key_values, int(inputs.shape[1])):
+            return
+        done = [row for i, row in enumerate(rows) if not self._sample(lm, row, out.logits[i, -1])]
+        if done:
+            group.remove(done)
+        if group.rows:
+            batch.join(group)
+            self.peak_rows = max(self.peak_rows, len(batch.rows))
+        group.reset()
 
     def _decode_step(self, lm: _LoadedLM, batch: _Batch) -> None:
         """One forward over every row, then each row's own sampling; finished rows leave."""
@@ -210,17 +239,20 @@ class BatchedTokenSource(TransformersTokenSource):
             return
         batch.cache = out.past_key_values
         batch.width += 1
-        done: list[_Row] = []
-        for i, row in enumerate(rows):
+        for row in rows:
             row.length += 1
-            try:
-                if not self._choose(lm, row, out.logits[i, -1]):
-                    done.append(row)
-            except Exception as exc:
-                _finish(row.job, _failure(exc))
-                done.append(row)
+        done = [row for i, row in enumerate(rows) if not self._sample(lm, row, out.logits[i, -1])]
         if done:
             batch.remove(done)
+
+    def _sample(self, lm: _LoadedLM, row: _Row, logits: torch.Tensor) -> bool:
+        """``_choose`` for one row of a shared forward, a failure ending that row alone; False once the
+        row has left (finished or failed)."""
+        try:
+            return self._choose(lm, row, logits)
+        except Exception as exc:
+            _finish(row.job, _failure(exc))
+            return False
 
     def _choose(self, lm: _LoadedLM, row: _Row, logits: torch.Tensor) -> bool:
         """Sample the row's next code from its ``[V]`` logits and post it; False once it has finished."""
@@ -253,14 +285,9 @@ def _new_row(lm: _LoadedLM, job: _Job) -> _Row:
     return _Row(job, prompt, seen, generator)
 
 
-def _join(batch: _Batch, row: _Row) -> None:
-    """Add a prefilled row's cache to the batch: both left-padded to the wider, concatenated on B."""
-    if batch.cache is None:
-        batch.cache, batch.width, batch.rows = row.cache, row.length, [row]
-    else:
-        batch.width = append_rows(batch.cache, batch.width, row.cache, row.length)
-        batch.rows.append(row)
-    row.cache = None
+def _prompt(row: _Row) -> torch.Tensor:
+    """The row's prompt ``[1, P]`` (how ``PrefillGroup.form`` reads it)."""
+    return row.prompt
 
 
 def _failure(exc: Exception) -> _End:

@@ -4,13 +4,15 @@ Every layer keeps ``[B, H, W, D]`` keys and values; row ``i`` holds its ``n_i`` 
 the last ``n_i`` columns, the left padding masked out by the caller's 2-D attention mask, and runs at its
 own position ids, so its attention and RoPE see exactly what they would alone. A joining row's cache is
 left-padded to the batch's width (or the batch to the row's) and concatenated on B; leaving rows are
-dropped with ``index_select`` and the columns no remaining row uses are trimmed. Used by the NeuCodec
-batched engine (``batched_source.py``) and the MOSS frame engine (``moss/engine.py``).
+dropped with ``index_select`` and the columns no remaining row uses are trimmed. A ``PrefillGroup``
+prefills several prompts the same way: left-padded to the longest, in chunks, then joins the batch.
+Used by the NeuCodec batched engine (``batched_source.py``) and the MOSS frame engine (``moss/engine.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections import deque
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -90,3 +92,91 @@ class PaddedBatch(Generic[RowT]):
         width = max(row.length for row in self.rows)
         keep_rows(self.cache, keep, self.width - width)
         self.width = width
+
+    def join(self, other: PaddedBatch[RowT]) -> None:
+        """Append the rows of ``other`` and their cache (both left-padded to the wider)."""
+        if self.cache is None:
+            self.cache, self.width, self.rows = other.cache, other.width, list(other.rows)
+        else:
+            self.width = append_rows(self.cache, self.width, other.cache, other.width)
+            self.rows.extend(other.rows)
+
+
+# A group never spends more than this share of its prefill on padding: the next row in line that would
+# make it exceed it starts the next group instead (on a CPU a padded column costs as much as a real one).
+MAX_PADDING_SHARE = 0.5
+
+
+@dataclass
+class PrefillGroup(PaddedBatch[RowT]):
+    """Rows prefilled together: their prompts left-padded to the longest, ``width`` columns done so far.
+
+    ``inputs`` is ``[G, L, ...]``: row ``i``'s prompt right-aligned after ``pads[i]`` copies of its first
+    id (any valid id: the padding is masked out and never attended to).
+    """
+
+    inputs: torch.Tensor | None = None
+    pads: list[int] = field(default_factory=list)
+
+    def form(self, admitted: deque[RowT], most: int, prompt: Callable[[RowT], torch.Tensor]) -> None:
+        """Take the next rows in arrival order (at most ``most``, padding within ``MAX_PADDING_SHARE``);
+        ``prompt(row)`` is its ``[1, P, ...]`` prompt."""
+        rows = [admitted.popleft()]
+        prompts = [prompt(rows[0])]
+        while admitted and len(rows) < most:
+            candidate = prompt(admitted[0])
+            lengths = [int(p.shape[1]) for p in [*prompts, candidate]]
+            if len(lengths) * max(lengths) * (1 - MAX_PADDING_SHARE) > sum(lengths):
+                break
+            rows.append(admitted.popleft())
+            prompts.append(candidate)
+        longest = max(int(p.shape[1]) for p in prompts)
+        self.pads = [longest - int(p.shape[1]) for p in prompts]
+        padded = [
+            torch.cat([p[:, :1].expand(-1, pad, *p.shape[2:]), p], dim=1)
+            for p, pad in zip(prompts, self.pads, strict=True)
+        ]
+        self.rows, self.inputs, self.cache, self.width = rows, torch.cat(padded), None, 0
+
+    def next_chunk(self, budget: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """The next chunk (``budget`` prompt tokens over all rows): its inputs ``[G, T, ...]``, the
+        attention mask over every column so far ``[G, width + T]`` and the positions ``[G, T]``; both
+        None when no row is padded (the plain causal path, as a row alone)."""
+        inputs = self.inputs
+        assert inputs is not None
+        start = self.width
+        stop = min(start + max(1, budget // len(self.rows)), int(inputs.shape[1]))
+        if not any(self.pads):
+            return inputs[:, start:stop], None, None
+        pads = torch.tensor(self.pads, device=inputs.device)[:, None]
+        mask = (torch.arange(stop, device=inputs.device)[None] >= pads).long()
+        positions = (torch.arange(start, stop, device=inputs.device)[None] - pads).clamp(min=0)
+        return inputs[:, start:stop], mask, positions
+
+    def advance(self, cache: Any, columns: int) -> bool:
+        """Record a chunk of ``columns`` prefilled into ``cache``; True once the whole prompt is in (the
+        rows' ``length`` is then set)."""
+        assert self.inputs is not None
+        self.cache, self.width = cache, self.width + columns
+        if self.width < int(self.inputs.shape[1]):
+            return False
+        for row, pad in zip(self.rows, self.pads, strict=True):
+            row.length = self.width - pad
+        return True
+
+    def drop(self, gone: Collection[RowT]) -> None:
+        """Drop rows mid-prefill: their prompts and their cache rows."""
+        keep = [i for i, row in enumerate(self.rows) if not any(row is g for g in gone)]
+        if not keep:
+            self.reset()
+            return
+        assert self.inputs is not None
+        self.rows = [self.rows[i] for i in keep]
+        self.pads = [self.pads[i] for i in keep]
+        self.inputs = self.inputs[keep]
+        if self.cache is not None:
+            keep_rows(self.cache, keep, 0)
+
+    def reset(self) -> None:
+        """Empty the group (its rows joined the batch or left)."""
+        self.rows, self.cache, self.width, self.inputs, self.pads = [], None, 0, None, []

@@ -1,5 +1,6 @@
-"""BatchedTokenSource on the tiny random LM (float32): batched equals alone, join/leave, cancellation,
-per-row parameters, a failing row, the batch and cache bounds, shutdown, and the setting."""
+"""BatchedTokenSource on the tiny random LM (float32): batched equals alone, join/leave, grouped
+prefill, cancellation (decoding and mid-prefill), per-row parameters, a failing row, the batch and cache
+bounds, shutdown, and the settings."""
 
 from __future__ import annotations
 
@@ -102,6 +103,103 @@ async def test_batched_equals_alone_with_rows_joining_and_leaving(
     assert source.peak_rows >= 3  # they really shared decode steps
 
 
+async def test_requests_prefilled_together_each_generate_their_codes_alone(
+    tiny_lm_dir: Path, alone: dict[GenerationParams, list[int]]
+) -> None:
+    for rows, group in ((None, len(MIX)), (1, 1), (4, 4)):
+        lm = BatchedTokenSource(
+            str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=16, prefill_rows=rows
+        )
+        await lm.start()
+        lengths = {len(lm.tokenizer(p.prompt).input_ids) for p in MIX}
+        assert len(lengths) == len(MIX)  # all but the longest prompt are left-padded in the group
+        try:
+            results = await asyncio.gather(*(run(lm.generate(p)) for p in MIX))
+        finally:
+            await lm.close()
+        assert [codes for codes, _ in results] == [alone[p] for p in MIX], rows
+        assert lm.peak_group == group and lm.peak_rows == len(MIX)
+
+
+def record_forwards(lm: BatchedTokenSource, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """Record the thread's forwards as ("prefill", rows, columns) or ("decode", rows, 1), in order."""
+    forwards: list[tuple[str, int, int]] = []
+    prefill, decode = lm._prefill_step, lm._decode_step
+
+    def prefill_step(model: Any, group: Any, batch: Any) -> None:
+        inputs, _, _ = group.next_chunk(lm.prefill_chunk)
+        forwards.append(("prefill", *inputs.shape))
+        prefill(model, group, batch)
+
+    def decode_step(model: Any, batch: Any) -> None:
+        forwards.append(("decode", len(batch.rows), 1))
+        decode(model, batch)
+
+    monkeypatch.setattr(lm, "_prefill_step", prefill_step)
+    monkeypatch.setattr(lm, "_decode_step", decode_step)
+    return forwards
+
+
+async def test_a_running_stream_decodes_between_any_two_prefill_chunks(
+    tiny_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = params(0, temperature=0.0, max_tokens=400)
+    single = TransformersTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32")
+    await single.start()
+    try:
+        expected = await run(single.generate(runner))
+    finally:
+        await single.close()
+    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=12)
+    forwards = record_forwards(lm, monkeypatch)
+    await lm.start()
+    try:
+        started = asyncio.Event()
+        running = asyncio.create_task(first_then_rest(lm.generate(runner), started))
+        await started.wait()
+        joined = len(forwards)
+        newcomers = [lm.generate(params(30 + i, seed=i, max_tokens=3)) for i in range(3)]
+        others = await asyncio.gather(*(run(stream) for stream in newcomers))
+        assert await running == expected  # unharmed by the others' prefill
+    finally:
+        await lm.close()
+    assert all(len(codes) == 3 for codes, _ in others)
+    later = forwards[joined:]
+    chunks = [i for i, (kind, _, _) in enumerate(later) if kind == "prefill"]
+    assert len(chunks) >= 15 and lm.peak_group == 3  # the newcomers' long prompts: many chunks of 3 rows
+    assert all(rows * columns <= 12 for kind, rows, columns in later if kind == "prefill")
+    assert all(later[i + 1][0] == "decode" for i in chunks)  # the runner decodes after every chunk
+
+
+async def test_a_request_cancelled_mid_prefill_leaves_its_group(
+    tiny_lm_dir: Path, alone: dict[GenerationParams, list[int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    todo = MIX[:3]
+    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=6)
+    forwards = record_forwards(lm, monkeypatch)
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[tuple[list[int], str | None]]] = []
+    real = lm._prefill_step
+
+    def prefill_step(model: Any, group: Any, batch: Any) -> None:
+        if len(forwards) == 3:  # mid-prefill: the first request's stream is closed
+            loop.call_soon_threadsafe(tasks[0].cancel)
+        real(model, group, batch)
+
+    monkeypatch.setattr(lm, "_prefill_step", prefill_step)
+    await lm.start()
+    try:
+        tasks.extend(asyncio.create_task(run(lm.generate(p))) for p in todo)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await lm.close()
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert [codes for codes, _ in results[1:]] == [alone[p] for p in todo[1:]]  # type: ignore[misc]
+    sizes = [rows for kind, rows, _ in forwards if kind == "prefill"]
+    threes = sizes.count(3)
+    assert 3 <= threes <= 5 and sizes == [3] * threes + [2] * (len(sizes) - threes) and sizes[-1] == 2
+
+
 async def test_rows_keep_their_own_seeds_and_parameters(source: BatchedTokenSource) -> None:
     same = [
         params(0, seed=9, max_tokens=10),
@@ -200,5 +298,9 @@ def test_the_batched_engine_is_the_in_process_default(tiny_lm_dir: Path) -> None
         make_settings(LM_BACKEND="transformers", TTS_MODEL=str(tiny_lm_dir), LM_BATCH_SIZE=1)
     )
     assert isinstance(default, BatchedTokenSource)
-    assert (default.batch_size, default.prefill_chunk) == (8, 256)
+    assert (default.batch_size, default.prefill_chunk, default.prefill_rows) == (8, 256, 8)
     assert type(single) is TransformersTokenSource
+    two = build_source(
+        make_settings(LM_BACKEND="transformers", TTS_MODEL=str(tiny_lm_dir), LM_PREFILL_ROWS=2)
+    )
+    assert isinstance(two, BatchedTokenSource) and two.prefill_rows == 2

@@ -95,6 +95,7 @@ def build_source(settings: Settings) -> TokenSource:
         attention_fp32=settings.LM_ATTENTION_FP32,
         batch_size=settings.LM_BATCH_SIZE,
         prefill_chunk=settings.LM_PREFILL_CHUNK,
+        prefill_rows=settings.LM_PREFILL_ROWS or None,
         cache_tokens=settings.LM_BATCH_CACHE_TOKENS,
     )
 

@@ -10,7 +10,8 @@ The thread loops:
    grows past the budget;
 4. run one prefill chunk of the prefill group: up to ``prefill_rows`` (default ``max_batch``) admitted
    rows prefilled TOGETHER, their prompts left-padded to the longest (padding masked, each row at its own
-   positions, like the batch: ``app.lm.padded_cache``), in chunks of ``prefill_chunk`` rows in all
+   positions, like the batch; never more than half of the group's columns padding:
+   ``app.lm.padded_cache.PrefillGroup``), in chunks of ``prefill_chunk`` rows in all
    (``prefill_chunk // group size`` columns each); after the last chunk the group makes its frame 0 (16
    local sub-steps, batched) and joins the batch;
 5. run one step over the batch: ONE backbone forward over every row's new row ``[text, previous frame]``
@@ -60,7 +61,7 @@ from app.lm.moss.loader import LoadedMoss
 from app.lm.moss.local import LocalCache
 from app.lm.moss.sampling import RowParams, choose_codes
 from app.lm.moss.types import AUDIO_EOS, CODEBOOKS, COLUMNS, FrameJob
-from app.lm.padded_cache import PaddedBatch, append_rows, keep_rows
+from app.lm.padded_cache import PaddedBatch, PrefillGroup
 
 
 @dataclass
@@ -111,12 +112,8 @@ class _Batch(PaddedBatch[_Row]):
     """The rows in the batched step and their shared left-padded backbone cache (``width`` columns)."""
 
 
-@dataclass
-class _Group(_Batch):
-    """Rows prefilled together: their prompts left-padded to one length, ``width`` columns done so far."""
-
-    inputs: torch.Tensor | None = None  # [G, L, 17]: row i's prompt right-aligned after pads[i] copies
-    pads: list[int] = field(default_factory=list)
+class _Group(PrefillGroup[_Row]):
+    """Rows prefilled together (``inputs`` [G, L, 17])."""
 
 
 class MossFrameEngine:
@@ -339,7 +336,7 @@ class MossFrameEngine:
         for row in quit:
             self._leave(row)
         if quit:
-            _leave_group(group, quit)
+            group.drop(quit)
         gone = [row for row in batch.rows if row.cancel.is_set()]
         for row in gone:
             self._leave(row)
@@ -378,59 +375,37 @@ class MossFrameEngine:
 
     def _form_group(self, admitted: deque[_Row], group: _Group) -> None:
         """The next prefill group: up to ``prefill_rows`` admitted rows in arrival order, left-padded."""
-        rows = [admitted.popleft() for _ in range(min(self.prefill_rows, len(admitted)))]
-        prompts = [row.prefill for row in rows]
-        longest = max(int(p.shape[1]) for p in prompts)  # type: ignore[union-attr]  # set by _prepare
-        padded = []
-        for prompt in prompts:
-            assert prompt is not None
-            pad = longest - int(prompt.shape[1])  # any valid ids: masked out; the row's first row
-            padded.append(torch.cat([prompt[:, :1].expand(-1, pad, -1), prompt], dim=1))
-            group.pads.append(pad)
-        group.rows, group.inputs, group.cache, group.width = rows, torch.cat(padded), None, 0
-        self.peak_group = max(self.peak_group, len(rows))
+        group.form(admitted, self.prefill_rows, _prompt)
+        self.peak_group = max(self.peak_group, len(group.rows))
 
     def _prefill_step(self, group: _Group, batch: _Batch) -> None:
         """One chunk of the group's prefill (``prefill_chunk`` rows in all); after the last, frame 0 of
         every member and the join of those that go on."""
-        rows, inputs = group.rows, group.inputs
-        assert inputs is not None
-        device = self._tensors
-        columns = max(1, self.prefill_chunk // len(rows))
-        start, stop = group.width, min(group.width + columns, inputs.shape[1])
-        mask = positions = None  # no padding: the plain causal path (a row alone runs as before)
-        if any(group.pads):
-            pads = torch.tensor(group.pads, device=device)[:, None]
-            mask = (torch.arange(stop, device=device)[None] >= pads).long()  # [G, stop]
-            positions = (torch.arange(start, stop, device=device)[None] - pads).clamp(min=0)  # [G, T]
+        rows = group.rows
+        inputs, mask, positions = group.next_chunk(self.prefill_chunk)
         try:
-            hidden, group.cache = self.loaded.model.backbone(
-                inputs[:, start:stop], group.cache, mask, positions
-            )
+            hidden, cache = self.loaded.model.backbone(inputs, group.cache, mask, positions)
         except Exception as exc:
             for row in rows:
                 self._leave(row, _failure(exc))
-            _reset(group)
+            group.reset()
             return
-        group.width = stop
-        if stop < inputs.shape[1]:
+        if not group.advance(cache, int(inputs.shape[1])):
             return
-        for row, pad in zip(rows, group.pads, strict=True):
-            row.length = stop - pad
         try:
             codes, host, failed = self._frame(hidden, rows)
         except Exception as exc:
             for row in rows:
                 self._leave(row, _failure(exc))
-            _reset(group)
+            group.reset()
             return
         done = self._deliver_all(rows, codes, host, failed)
         if done:
             group.remove(done)
         if group.rows:
-            _join(batch, group)
+            batch.join(group)
             self.peak_rows = max(self.peak_rows, len(batch.rows))
-        _reset(group)
+        group.reset()
 
     def _step(self, batch: _Batch) -> None:
         """One backbone forward over every row, 16 local sub-steps, each row's sampling."""
@@ -522,6 +497,12 @@ class MossFrameEngine:
         return True
 
 
+def _prompt(row: _Row) -> torch.Tensor:
+    """The row's prefill ``[1, T, 17]`` (set by ``_prepare``)."""
+    assert row.prefill is not None
+    return row.prefill
+
+
 def _recent(rows: list[_Row], device: torch.device) -> torch.Tensor:
     """Each row's last ``repetition_window`` frames of this turn, right-aligned and padded with -1:
     [B, W, 16] with W the longest window in use."""
@@ -532,34 +513,6 @@ def _recent(rows: list[_Row], device: torch.device) -> torch.Tensor:
             assert row.history is not None
             recent[i, -count:] = row.history[row.frames - count : row.frames]
     return recent
-
-
-def _join(batch: _Batch, group: _Batch) -> None:
-    """Add the prefilled rows of ``group`` and their cache to the batch (both left-padded to the wider)."""
-    if batch.cache is None:
-        batch.cache, batch.width, batch.rows = group.cache, group.width, list(group.rows)
-    else:
-        batch.width = append_rows(batch.cache, batch.width, group.cache, group.width)
-        batch.rows.extend(group.rows)
-
-
-def _leave_group(group: _Group, gone: list[_Row]) -> None:
-    """Drop rows from a group mid-prefill: their prompts and their cache rows."""
-    keep = [i for i, row in enumerate(group.rows) if row not in gone]
-    if not keep:
-        _reset(group)
-        return
-    assert group.inputs is not None
-    group.rows = [group.rows[i] for i in keep]
-    group.pads = [group.pads[i] for i in keep]
-    group.inputs = group.inputs[keep]
-    if group.cache is not None:
-        keep_rows(group.cache, keep, 0)
-
-
-def _reset(group: _Group) -> None:
-    """Empty the group (its rows joined the batch or left)."""
-    group.rows, group.cache, group.width, group.inputs, group.pads = [], None, 0, None, []
 
 
 def _failure(exc: Exception) -> APIError:
