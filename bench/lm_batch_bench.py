@@ -88,12 +88,7 @@ def build_model(shape: str, dtype: torch.dtype, device: torch.device) -> transfo
     model = Qwen3ForCausalLM._from_config(config, dtype=dtype, attn_implementation="sdpa")
     speech = tokenizer.convert_tokens_to_ids([f"<|s_{code}|>" for code in range(65536)])
     allowed = torch.tensor([*speech, token_id[EOS_TOKEN]], dtype=torch.long)
-    lm_to_allowed = torch.full((config.vocab_size,), -1, dtype=torch.long)
-    lm_to_allowed[allowed] = torch.arange(len(allowed))
-    model = model.to(device).eval()
-    return transformers_source._LoadedLM(
-        model, tokenizer, device, allowed.to(device), lm_to_allowed.to(device)
-    )
+    return transformers_source._LoadedLM.of(model.to(device).eval(), tokenizer, device, allowed)
 
 
 async def one_request(source: TokenSource, params: GenerationParams, t0: float) -> list[tuple[float, int]]:

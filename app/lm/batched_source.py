@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -188,29 +189,16 @@ class BatchedTokenSource(TransformersTokenSource):
         """One prompt chunk of the group; after the last, each member's first code and the group's join."""
         rows = group.rows
         inputs, mask, positions = group.next_chunk(self.prefill_chunk)
-        try:
-            out = lm.model(
-                input_ids=inputs,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=group.cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-        except Exception as exc:
-            for row in rows:
-                _finish(row.job, _failure(exc))
+        out = _forward(lm, rows, inputs, mask, positions, group.cache)
+        if out is None:
             group.reset()
             return
-        if not group.advance(out.past_key_values, int(inputs.shape[1])):
+        logits, cache = out
+        if not group.advance(cache, int(inputs.shape[1])):
             return
-        done = [row for i, row in enumerate(rows) if not self._sample(lm, row, out.logits[i, -1])]
-        if done:
-            group.remove(done)
-        if group.rows:
-            batch.join(group)
-            self.peak_rows = max(self.peak_rows, len(batch.rows))
-        group.reset()
+        done = [row for i, row in enumerate(rows) if not self._sample(lm, row, logits[i])]
+        group.hand_over(batch, done)
+        self.peak_rows = max(self.peak_rows, len(batch.rows))
 
     def _decode_step(self, lm: _LoadedLM, batch: _Batch) -> None:
         """One forward over every row, then each row's own sampling; finished rows leave."""
@@ -223,41 +211,27 @@ class BatchedTokenSource(TransformersTokenSource):
             for i, row in enumerate(rows):
                 mask[i, batch.width - row.length :] = 1
         positions = torch.tensor([[row.length] for row in rows], device=device)
-        try:
-            out = lm.model(
-                input_ids=inputs,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=batch.cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-        except Exception as exc:
-            for row in rows:
-                _finish(row.job, _failure(exc))
-            batch.rows, batch.cache, batch.width = [], None, 0
+        out = _forward(lm, rows, inputs, mask, positions, batch.cache)
+        if out is None:
+            batch.remove(rows)
             return
-        batch.cache = out.past_key_values
+        logits, batch.cache = out
         batch.width += 1
         for row in rows:
             row.length += 1
-        done = [row for i, row in enumerate(rows) if not self._sample(lm, row, out.logits[i, -1])]
+        done = [row for i, row in enumerate(rows) if not self._sample(lm, row, logits[i])]
         if done:
             batch.remove(done)
 
     def _sample(self, lm: _LoadedLM, row: _Row, logits: torch.Tensor) -> bool:
-        """``_choose`` for one row of a shared forward, a failure ending that row alone; False once the
-        row has left (finished or failed)."""
+        """Sample the row's next code from its logits over the allowed ids ``[A]`` and post it; False once
+        the row has left (finished, or failed: a failure here ends this row alone)."""
+        params = row.job.params
         try:
-            return self._choose(lm, row, logits)
+            index = choose_next(logits, row.seen, params, row.generator)
         except Exception as exc:
             _finish(row.job, _failure(exc))
             return False
-
-    def _choose(self, lm: _LoadedLM, row: _Row, logits: torch.Tensor) -> bool:
-        """Sample the row's next code from its ``[V]`` logits and post it; False once it has finished."""
-        params = row.job.params
-        index = choose_next(logits.index_select(0, lm.allowed_ids).float(), row.seen, params, row.generator)
         if index >= SPEECH_CODES:
             _finish(row.job, _End("stop"))
             return False
@@ -283,6 +257,24 @@ def _new_row(lm: _LoadedLM, job: _Job) -> _Row:
     if params.seed is not None:
         generator = torch.Generator(device=lm.device).manual_seed(params.seed)
     return _Row(job, prompt, seen, generator)
+
+
+def _forward(
+    lm: _LoadedLM,
+    rows: list[_Row],
+    inputs: torch.Tensor,
+    mask: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    cache: Any,
+) -> tuple[torch.Tensor, Any] | None:
+    """One forward shared by ``rows`` (``inputs`` [B, T], ``cache`` theirs or None): the logits over the
+    allowed ids at the last column ``[B, A]`` and the cache; None, every row failed, when it raises."""
+    try:
+        return lm.logits(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=cache)
+    except Exception as exc:
+        for row in rows:
+            _finish(row.job, _failure(exc))
+        return None
 
 
 def _prompt(row: _Row) -> torch.Tensor:

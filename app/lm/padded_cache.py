@@ -164,6 +164,15 @@ class PrefillGroup(PaddedBatch[RowT]):
             row.length = self.width - pad
         return True
 
+    def hand_over(self, batch: PaddedBatch[RowT], done: Collection[RowT]) -> None:
+        """Once prefilled: the rows not ``done`` (finished or failed at their first sample) join ``batch``
+        with their cache, and the group is emptied."""
+        if done:
+            self.remove(done)
+        if self.rows:
+            batch.join(self)
+        self.reset()
+
     def drop(self, gone: Collection[RowT]) -> None:
         """Drop rows mid-prefill: their prompts and their cache rows."""
         keep = [i for i, row in enumerate(self.rows) if not any(row is g for g in gone)]

@@ -23,6 +23,7 @@ from app.core.device import resolve_device, set_current
 from app.core.errors import APIError, BackendError, Unavailable
 from app.core.types import FinishReason
 from app.lm.attention import FP32_SDPA, attention_implementation
+from app.lm.speech_head import SpeechHead, layout_for_cpu
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.types import GenerationParams
 from app.observability.progress import transformers_tqdm_hook
@@ -76,7 +77,9 @@ class _LoadedLM:
     """The model plus the vocabulary maps the sampling loop needs.
 
     ``allowed_ids`` holds the LM ids the loop may pick: the 65,536 speech tokens in code order (index =
-    code) followed by the stop ids. ``lm_to_allowed`` maps every LM id to its index there, or -1.
+    code) followed by the stop ids. ``lm_to_allowed`` maps every LM id to its index there, or -1. The
+    loops run ``decoder`` (the model without its output layer) and ``head`` (``SpeechHead``: logits over
+    ``allowed_ids`` only).
     """
 
     model: Any
@@ -84,6 +87,25 @@ class _LoadedLM:
     device: torch.device
     allowed_ids: torch.Tensor
     lm_to_allowed: torch.Tensor
+    decoder: Any
+    head: SpeechHead
+
+    @classmethod
+    def of(cls, model: Any, tokenizer: Any, device: torch.device, allowed_ids: torch.Tensor) -> _LoadedLM:
+        """Wrap a loaded ``model`` (on ``device``, eval mode) whose loop may pick ``allowed_ids`` (on the
+        CPU); float32 weights on a CPU are laid out for batched steps (``layout_for_cpu``)."""
+        lm_to_allowed = torch.full((model.get_output_embeddings().weight.shape[0],), -1, dtype=torch.long)
+        lm_to_allowed[allowed_ids] = torch.arange(len(allowed_ids))
+        allowed = allowed_ids.to(device)
+        head = SpeechHead(model, allowed)
+        layout_for_cpu(model)
+        return cls(model, tokenizer, device, allowed, lm_to_allowed.to(device), model.get_decoder(), head)
+
+    def logits(self, **inputs: Any) -> tuple[torch.Tensor, Any]:
+        """One forward of the decoder on ``inputs`` (``input_ids`` [B, T], cache, mask, positions) with
+        ``use_cache``: the float32 logits over the allowed ids at the last column ``[B, A]`` and the cache."""
+        out = self.decoder(**inputs, use_cache=True)
+        return self.head(out.last_hidden_state[:, -1]), out.past_key_values
 
 
 def _load(
@@ -120,9 +142,7 @@ def _load(
     vocab = model.get_output_embeddings().weight.shape[0]
     if int(allowed.max()) >= vocab:
         raise ModelSourceError(f"{model_ref}: tokenizer ids exceed the model's {vocab} output logits")
-    lm_to_allowed = torch.full((vocab,), -1, dtype=torch.long)
-    lm_to_allowed[allowed] = torch.arange(len(allowed))
-    return _LoadedLM(model, tokenizer, device, allowed.to(device), lm_to_allowed.to(device))
+    return _LoadedLM.of(model, tokenizer, device, allowed)
 
 
 def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
@@ -282,10 +302,8 @@ class TransformersTokenSource:
                 raise Unavailable(f"LM source {self.name!r} is shutting down")
             if job.cancel.is_set():
                 return "cancelled"
-            out = lm.model(input_ids=inputs, past_key_values=past, use_cache=True, logits_to_keep=1)
-            past = out.past_key_values
-            logits = out.logits[0, -1].index_select(0, lm.allowed_ids).float()
-            index = choose_next(logits, seen, params, generator)
+            logits, past = lm.logits(input_ids=inputs, past_key_values=past)
+            index = choose_next(logits[0], seen, params, generator)
             if index >= SPEECH_CODES:
                 return "stop"
             seen[index] = True

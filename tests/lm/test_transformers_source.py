@@ -51,7 +51,7 @@ async def run(stream: TokenStream) -> tuple[list[int], str | None]:
 
 @contextmanager
 def forced_logits(source: TransformersTokenSource, make: Callable[[int], dict[int, float]]) -> Iterator[None]:
-    """Replace the model's output logits at step ``n`` by -50 everywhere except ``make(n)``
+    """Replace the speech head's logits at step ``n`` by -50 everywhere except ``make(n)``
     ({allowed index: logit}); the index after the speech codes is <|im_end|>."""
     lm = source._lm
     assert lm is not None
@@ -61,11 +61,11 @@ def forced_logits(source: TransformersTokenSource, make: Callable[[int], dict[in
         nonlocal step
         forced = torch.full_like(output, -50.0)
         for index, value in make(step).items():
-            forced[..., lm.allowed_ids[index]] = value
+            forced[..., index] = value
         step += 1
         return forced
 
-    handle = lm.model.get_output_embeddings().register_forward_hook(hook)
+    handle = lm.head.register_forward_hook(hook)
     try:
         yield
     finally:

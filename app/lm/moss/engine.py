@@ -399,13 +399,8 @@ class MossFrameEngine:
                 self._leave(row, _failure(exc))
             group.reset()
             return
-        done = self._deliver_all(rows, codes, host, failed)
-        if done:
-            group.remove(done)
-        if group.rows:
-            batch.join(group)
-            self.peak_rows = max(self.peak_rows, len(batch.rows))
-        group.reset()
+        group.hand_over(batch, self._deliver_all(rows, codes, host, failed))
+        self.peak_rows = max(self.peak_rows, len(batch.rows))
 
     def _step(self, batch: _Batch) -> None:
         """One backbone forward over every row, 16 local sub-steps, each row's sampling."""
