@@ -82,7 +82,9 @@ class LMSettings(BaseSettings):
         description="Hugging Face id or local directory of the TTS LM (transformers backend).",
     )
     LM_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="Weights dtype of the in-process LM (auto: bf16 on GPU, fp32 on CPU)."
+        "auto",
+        description="Weights dtype of the in-process LM (auto: the checkpoint's own, its config's dtype; "
+        "on a CPU without bf16 matrix instructions choose float32).",
     )
     LM_ATTENTION_FP32: bool = Field(
         False,
