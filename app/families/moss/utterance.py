@@ -150,7 +150,8 @@ class MossUtterance:
 
     async def _part_stream(self, part: Part) -> AsyncGenerator[np.ndarray, None]:
         """Part ``part.index`` of a long input, prompted with the part before it when that fits."""
-        if part.previous is not None and part.previous.stats.finish_reason == "stop":
+        previous = part.previous
+        if previous is not None and previous.stats.finish_reason == "stop" and self.made[previous.index]:
             self.jobs[part.index] = await asyncio.to_thread(self._follow, part.index)
         async with contextlib.aclosing(self._part(part.index, part.stats, part.generated)) as chunks:
             async for chunk in chunks:
