@@ -10,7 +10,9 @@ thread) -> the post chain and the pcm encoder. The LM is built in memory as ``be
 it (seeded random weights at the released sizes, its byte tokenizer, each prompt cut to ``--prefill-rows``
 rows: see that module); the codec decoder is the fixtures' seeded random one at the official sizes (no
 encoder: no voice prompt, ``default`` voice). Speed does not depend on the weight values; random weights
-rarely sample the end of speech, so every request makes ``--frames`` frames.
+rarely sample the end of speech, so every request makes ``--frames`` frames. Each request is one
+generation: the input is ``TEXT``, or as many of its first words as ``--frames`` frames hold at the pace
+set here (LONG_INPUT_CHARS_PER_S=100), so the family does not cut it into parts.
 
 Per request: ``first_pcm`` = until the service returns (the first decoded chunk exists: prefill, the
 first ``--first-chunk`` frames and their decode), ``first_byte`` = until the first encoded bytes (the
@@ -42,7 +44,7 @@ from app.audio.decoder_pool import ReferenceDecoder
 from app.codec.moss.config import MossCodecConfig
 from app.config import Settings
 from app.core.stats import UtteranceStats
-from app.families.moss.family import MossFamily
+from app.families.moss.family import FRAMES_PER_SECOND, MossFamily
 from app.families.moss.lm import MossLM
 from app.interleave.service import Interleave
 from app.lm.moss.loader import LoadedMoss
@@ -53,12 +55,15 @@ from app.synthesis.engine import Engine, build_normalizer
 from app.synthesis.registry import VoiceRegistry
 from app.synthesis.service import SpeechService
 from app.synthesis.voice_stores.factory import build_voice_store
+from app.text.duration import speech_seconds
 from app.tools.fixtures.moss_codec import TINY_MOSS_CONFIG, random_codec
 from bench.moss_codec_bench import cpu_model
 from bench.moss_lm_bench import TEXT, build
 from bench.saving import save_report
 
 FRAME_S = 0.08
+PACE = 100.0
+"""Characters a second the family sizes parts at here (the setting's fastest): see ``one_generation``."""
 
 
 class CutPrompter:
@@ -89,6 +94,14 @@ class CutPrompter:
         return full
 
 
+def one_generation(text: str, frames: int) -> str:
+    """The first words of ``text`` that one generation of ``frames`` frames holds at ``PACE``."""
+    words = text.split()
+    while len(words) > 1 and speech_seconds(" ".join(words), PACE) * FRAMES_PER_SECOND > frames:
+        words.pop()
+    return " ".join(words)
+
+
 async def one(
     service: SpeechService, args: argparse.Namespace, seed: int, started: float
 ) -> dict[str, float]:
@@ -96,7 +109,7 @@ async def one(
     stats = UtteranceStats()
     request = SpeechRequest(
         model="moss-tts-realtime",
-        input=TEXT,
+        input=one_generation(TEXT, args.frames),
         max_tokens=args.frames,
         seed=seed,
         stream_normalize=False,
@@ -139,6 +152,7 @@ async def run(args: argparse.Namespace, loaded: LoadedMoss, counts: list[int]) -
             MOSS_MAX_CHUNK_FRAMES=max(args.first_chunk, 8),
             INTERLEAVE_STORE="off",
             VOICES_DIR=voices,
+            LONG_INPUT_CHARS_PER_S=PACE,
         )
         metrics = Metrics()
         interleave = Interleave.from_settings(settings, metrics)

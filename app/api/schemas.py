@@ -59,8 +59,8 @@ MaxTokens = Annotated[
         ge=1,
         le=32768,
         description=(
-            "Speech tokens per generation: NeuCodec codes (50 per second; a longer input is spoken "
-            "in several generations) or MOSS frames (12.5 per second)."
+            "Speech tokens per generation, a longer input being spoken in several: NeuCodec codes "
+            "(50 per second) or MOSS frames (12.5 per second)."
         ),
     ),
 ]

@@ -30,7 +30,7 @@ from tests.fakes.fake_vllm import FakeVLLM
 SPEECH = "/v1/audio/speech"
 MODEL = "moss-tts-realtime"
 FRAME = 1920
-TEXT = "Hello there, how are you today?"
+TEXT = "Hi there"  # 0.8 s at the slow pace: fits CAP, so one generation (a longer text is cut into parts)
 CAP = 10  # frames per request: the random model rarely samples EOS
 
 
@@ -119,9 +119,21 @@ async def test_errors_come_before_audio(both: App) -> None:
         assert_openai_error(await client.post(SPEECH, json=speech(voice="nobody")), 400, "voice")
         assert_openai_error(await client.post(SPEECH, json=speech(top_p=0)), 422, "top_p")
         assert_openai_error(await client.post(SPEECH, json=speech(max_tokens=40000)), 422, "max_tokens")
-        long_text = "word " * 800  # about 800 ids to feed: more than the 600 rows a request may take
-        too_long = assert_openai_error(await client.post(SPEECH, json=speech(input=long_text)), 400, "input")
-        assert too_long["code"] == "context_length_exceeded"
+
+
+async def test_a_long_input_is_spoken_whole_in_parts(both: App) -> None:
+    """Three parts of at most 20 frames each (1.6 s: 16 characters at the slow pace), every frame of
+    every part in the audio, one crossfade at each join, usage over all parts."""
+    text = "Hello there. How are you today? Fine."
+    body = speech(input=text, max_tokens=20, seed=3, stream_format="sse")
+    async with httpx.AsyncClient(base_url=both.url, timeout=60) as client:
+        response = await client.post(SPEECH, json=body)
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    usage = events[-1]["usage"]
+    assert events[-1]["type"] == "speech.audio.done" and 20 < usage["output_tokens"] <= 3 * 20
+    joins = 2 * round(both.family.settings.LONG_INPUT_CROSSFADE_MS * 24)  # "How are you", "today? Fine."
+    assert len(audio) == (usage["output_tokens"] * FRAME - joins) * 2 and usage["input_tokens"] > 0
 
 
 async def test_a_client_that_leaves_frees_the_row_and_the_stream(both: App) -> None:

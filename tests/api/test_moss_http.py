@@ -125,12 +125,20 @@ async def test_sse_usage_counts_frames(served: Served) -> None:
 
 
 async def test_speed_applies_and_sampling_fields_reach_the_engine(served: Served) -> None:
+    served.engine.frames = 10  # "one" fits 8 frames (0.3 s at the slow pace): one generation, capped
     async with httpx.AsyncClient(base_url=served.url, timeout=20) as client:
-        plain = await client.post(SPEECH, json=speech(stream_normalize=False))
+        plain = await client.post(SPEECH, json=speech(input="one", stream_normalize=False))
         fast = await client.post(
             SPEECH,
             json=speech(
-                stream_normalize=False, speed=2.0, temperature=0.3, top_p=0.5, top_k=7, seed=9, max_tokens=8
+                input="one",
+                stream_normalize=False,
+                speed=2.0,
+                temperature=0.3,
+                top_p=0.5,
+                top_k=7,
+                seed=9,
+                max_tokens=8,
             ),
         )
     assert abs(len(pcm_of(fast.content)) / len(pcm_of(plain.content)) - 0.5 * 8 / 10) < 0.03
@@ -162,6 +170,41 @@ async def test_a_client_that_leaves_stops_the_engine_row(served: Served) -> None
             break
         await asyncio.sleep(0.02)
     assert served.engine.open_rows == 0 and served.engine.finished_rows == 1
+    assert served.family.codec is not None and served.family.codec.live_streams == 0
+
+
+LONG = "One two three. Four five six. Seven eight, nine ten eleven twelve."  # 5 parts of 20 frames at most
+
+
+async def test_a_long_input_is_one_response_with_usage_over_its_parts(served: Served) -> None:
+    async with httpx.AsyncClient(base_url=served.url, timeout=20) as client:
+        body = speech(input=LONG, max_tokens=20, seed=5, stream_format="sse", stream_normalize=False)
+        response = await client.post(SPEECH, json=body)
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    jobs = served.engine.jobs
+    assert [len(job.text_tail) for job in jobs] == [3, 3, 2, 3, 1]  # the words of each part, in order
+    frames = sum(len(served.engine.frames_for(job)) for job in jobs)
+    assert frames == 12 * 2 and len(audio) == (frames * FRAME - 4 * 480) * 2  # a 20 ms crossfade per join
+    rows = sum(len(job.prefill) for job in jobs)
+    assert events[-1]["type"] == "speech.audio.done"
+    usage = {"input_tokens": rows, "output_tokens": frames, "total_tokens": rows + frames}
+    assert events[-1]["usage"] == usage
+
+
+async def test_a_client_that_leaves_a_long_input_starts_no_further_part(served: Served) -> None:
+    served.engine.delay_s = 0.05
+    client = httpx.AsyncClient(base_url=served.url, timeout=20)
+    body = speech(input=LONG, max_tokens=20, stream_normalize=False)
+    async with client, client.stream("POST", SPEECH, json=body) as response:
+        async for _ in response.aiter_bytes():
+            break
+    for _ in range(200):
+        if served.engine.open_rows == 0:
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.3)  # time for a part that would still start
+    assert served.engine.open_rows == 0 and 1 <= len(served.engine.jobs) <= 2  # of 5 parts
     assert served.family.codec is not None and served.family.codec.live_streams == 0
 
 

@@ -19,8 +19,8 @@ from app.config import Settings
 from app.core.constants import SAMPLES_PER_TOKEN
 from app.core.family import ReferenceVoice, Sampling, SpeechJob
 from app.core.stats import UtteranceStats
+from app.families.long_input import Budget, Cut, cut_into_parts, part_seed
 from app.families.neucodec.family import NeuCodecFamily
-from app.families.neucodec.long_input import Budget, cut_into_parts, part_seed
 from app.families.neucodec.pipeline import synthesize
 from app.interleave.service import Interleave
 from app.lm.prompt import estimate_tokens, tts_prompt, vc_prompt
@@ -95,17 +95,27 @@ def test_part_seeds_are_derived_from_the_request_seed() -> None:
 
 def test_parts_fit_max_tokens_and_the_window_at_the_slow_pace() -> None:
     text = long_text(4000)
-    budget = Budget(window=4096, max_tokens=600, chars_per_s=10.0, wide_chars_per_s=2.5)
-    parts = cut_into_parts(text, lambda t: tts_prompt("husein", t), estimate_tokens, budget)
+
+    def cut(window: int, max_tokens: int, whole: str = text) -> list[Cut[tuple[str, int]]]:
+        budget = Budget(max_tokens, 50, 50, chars_per_s=10.0, wide_chars_per_s=2.5)
+
+        def counted(chunk: str) -> tuple[str, int]:
+            prompt = tts_prompt("husein", chunk)
+            return prompt, estimate_tokens(prompt)
+
+        return cut_into_parts(whole, counted, lambda prompt: window - prompt[1], budget)
+
+    budget = Budget(600, 50, 50, chars_per_s=10.0, wide_chars_per_s=2.5)
+    parts = cut(4096, 600)
     assert " ".join(part.text for part in parts) == text
-    assert all(budget.speech_codes(part.text) <= 600 for part in parts)  # 12 s: 120 characters
+    assert all(budget.speech_units(part.text) <= 600 for part in parts)  # 12 s: 120 characters
     assert all(part.text[-1] in ".!?" for part in parts[:-1])  # whole sentences at this size
-    assert [p.prompt_tokens for p in parts] == [estimate_tokens(tts_prompt("husein", p.text)) for p in parts]
-    narrow = Budget(window=200, max_tokens=3072, chars_per_s=10.0, wide_chars_per_s=2.5)
-    for part in cut_into_parts(text, lambda t: tts_prompt("husein", t), estimate_tokens, narrow):
-        assert part.prompt_tokens + narrow.speech_codes(part.text) <= 200
-    whole = cut_into_parts("Short.", lambda t: tts_prompt("husein", t), estimate_tokens, budget)
-    assert [part.text for part in whole] == ["Short."]
+    assert [p.prompt for p in parts] == [
+        (tts_prompt("husein", p.text), estimate_tokens(tts_prompt("husein", p.text))) for p in parts
+    ]
+    for part in cut(200, 3072):
+        assert part.prompt[1] + budget.speech_units(part.text) <= 200
+    assert [part.text for part in cut(4096, 600, "Short.")] == ["Short."]
 
 
 @pytest.fixture

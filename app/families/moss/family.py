@@ -5,8 +5,15 @@ decodes batched across streams; the encoder for voice prompts), the content cach
 and its built-in voices, all built from ``Settings`` and started in ``start``. ``plan`` resolves the
 voice (``default`` = no voice prompt, a shipped clip, or reference codes from ``/v1/audio/vc`` and
 registered voices), the sampling (the request's speech fields over the seed's defaults), the history of
-an interleave id, and fits it all to the backbone window; ``MossUtterance.stream`` runs the frames
-through a codec stream of its own (``speak``) and stores the finished turn before the stream ends.
+an interleave id, and fits it all to the backbone window; ``MossUtterance.stream`` (``utterance.py``)
+runs the frames through a codec stream of its own (``speak``) and stores the finished turn before the
+stream ends.
+
+A text that one generation cannot speak is cut into parts (``app.families.long_input``): a part's
+estimated speech, at 12.5 frames per second, must fit ``max_tokens`` and the room its plain prompt
+leaves in the window. A text that fits is one part, as before. Each part is planned like a request of
+its own (voice, sampling, the seed derived with ``part_seed``); the interleave history goes to the
+first part only.
 
 ``max_tokens`` counts frames (80 ms each). It is cut to the room the prompt leaves in the backbone
 window (``MossLM.max_positions`` rows, less the prefill rows), as the NeuCodec family cuts it to
@@ -21,43 +28,41 @@ import asyncio
 import dataclasses
 import importlib
 import logging
-import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import anyio
 import numpy as np
 
+from app.audio.splice import width_samples
 from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
 from app.core.errors import InvalidRequest, Unavailable
 from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
-from app.core.stats import UtteranceStats
-from app.core.types import Attributes
+from app.families.long_input import Budget, cut_into_parts, part_seed
 from app.families.moss import history
 from app.families.moss.lm import MossLM, load_lm
-from app.families.moss.speak import ChunkSchedule, speak
+from app.families.moss.speak import ChunkSchedule
+from app.families.moss.utterance import MossUtterance, PlannedPart
 from app.families.moss.voices import DEFAULT_VOICE, catalog, clip_paths, encode_clips
 from app.hub import REPO_ID_RE
-from app.interleave.ids import HEADER, header_echo
 from app.interleave.service import Interleave
 from app.interleave.turns import Turn as StoredTurn
 from app.lm.moss.types import AUDIO_VOCAB, CODE_VALUES, CODEBOOKS, FrameJob, FrameSampling, Turn
 from app.observability.metrics import Metrics
 from app.observability.startup import startup_step
-from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
     import torch
 
     from app.codec.moss.model import MossAudioCodec
-    from app.codec.moss.service import MossCodecService, MossStream
+    from app.codec.moss.service import MossCodecService
     from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
 
 log = logging.getLogger(__name__)
 
 NAME = "moss"
 SAMPLE_RATE = 24_000
+FRAMES_PER_SECOND = 12.5
 MIN_ROOM_FRAMES = 13
 """Fewest frames (about 1 s) a prompt must leave in the backbone window to be worth generating."""
 SEED_SAMPLING = FrameSampling()
@@ -95,107 +100,6 @@ def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | Non
     from app.codec.shared_codes import shared_codes_for  # imports redis: only when it is used
 
     return shared_codes_for(settings, NAME)
-
-
-class _Decoder:
-    """The utterance's codec stream, opened with its first chunk: a request waiting for a row of the
-    engine holds no decoder state (~180 MB in float32)."""
-
-    def __init__(self, codec: MossCodecService) -> None:
-        self.codec = codec
-        self.stream: MossStream | None = None
-
-    async def __call__(self, frames: np.ndarray) -> np.ndarray:
-        if self.stream is None:
-            self.stream = self.codec.open_stream()  # 503 when MOSS_CODEC_MAX_STREAMS are open
-        return await self.stream.decode(frames)
-
-    def close(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-
-
-class MossUtterance:
-    """One planned MOSS request: its frame job, and the turn to store when an interleave id is set."""
-
-    def __init__(
-        self,
-        family: MossFamily,
-        job: FrameJob,
-        request: SpeechJob,
-        voice: str | None,
-        history_turns: Sequence[Turn],
-    ) -> None:
-        self.family = family
-        self.job = job
-        self.request = request
-        self.voice = voice  # the built-in voice (history is kept for built-in voices only)
-        self.history_turns = history_turns
-
-    @property
-    def turn_kept(self) -> bool:
-        """True when the finished turn goes to the interleave store."""
-        return self.request.interleave_id is not None and self.voice is not None
-
-    def attributes(self) -> Attributes:
-        sampling = self.job.sampling
-        return {
-            **self.request.attributes,
-            "tts.model": self.request.model,
-            "max_tokens": self.job.max_frames,
-            "temperature": sampling.temperature,
-            "prompt_rows": int(self.job.prefill.shape[0]),
-            "history_turns": len(self.history_turns),
-        }
-
-    def headers(self) -> Mapping[str, str]:
-        if not self.turn_kept:
-            return {}
-        assert self.request.interleave_id is not None
-        frames = sum(len(turn.frames) for turn in self.history_turns)
-        return {
-            HEADER: header_echo(self.request.interleave_id),
-            "X-Interleave-Turns": str(len(self.history_turns)),
-            "X-Interleave-Tokens": str(frames),
-        }
-
-    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
-        """PCM chunks as the engine makes frames; closing it closes the engine's row and the codec
-        stream. A turn that ended normally ("stop") is stored before the stream ends."""
-        family = self.family
-        lm, codec = family.parts()
-        stats.prompt_tokens = int(self.job.prefill.shape[0])
-        started = time.perf_counter()
-        decoder = _Decoder(codec)
-        frames: AsyncGenerator[np.ndarray, None] | None = None
-        chunks: AsyncGenerator[np.ndarray, None] | None = None
-        made: list[np.ndarray] = []
-        try:
-            frames = lm.engine.stream(self.job)
-            chunks = traced_stream(
-                start_span("tts.stream", self.attributes()),
-                speak(frames, decoder, family.schedule, self.job.max_frames, stats, made),
-                stats.span_attributes,
-            )
-            async for chunk in chunks:
-                yield chunk
-        except Exception:
-            stats.finish_reason = "error"
-            raise
-        finally:  # closed by its consumer (GeneratorExit) or cancelled: "cancelled" below
-            with anyio.CancelScope(shield=True):
-                if chunks is not None:
-                    await chunks.aclose()
-                if frames is not None:
-                    await frames.aclose()
-            decoder.close()
-            if stats.finish_reason is None:
-                stats.finish_reason = "cancelled"
-            stats.generation_s = time.perf_counter() - started
-        if self.turn_kept and stats.finish_reason == "stop" and made:
-            assert self.voice is not None and self.request.interleave_id is not None
-            record = history.record(self.voice, self.request.text, np.concatenate(made))
-            await family.interleave.commit_turn(self.request.interleave_id, record, self.request.retain_turns)
 
 
 class MossFamily:
@@ -332,8 +236,9 @@ class MossFamily:
         return [int(code) for code in codes.reshape(-1)]
 
     async def plan(self, job: SpeechJob) -> MossUtterance:
-        """The frame job for ``job``: voice, sampling, history (built-in voices with an interleave id),
-        fitted to the backbone window (see the module docstring)."""
+        """The frame jobs for ``job``: voice, sampling, history (built-in voices with an interleave id),
+        the text cut into parts when one generation cannot speak it, fitted to the backbone window (see
+        the module docstring)."""
         lm, _ = self.parts()
         reference, voice = self._voice(job.voice)
         sampling = self._sampling(job.sampling)
@@ -341,10 +246,9 @@ class MossFamily:
         if job.interleave_id is not None and voice is not None and self.interleave.enabled:
             stored = await self.interleave.history(job.interleave_id)
         param = "reference_audio" if isinstance(job.voice, ReferenceVoice) else "input"
-        frame_job, used = await asyncio.to_thread(
-            self._fit, lm, job, reference, voice, stored, sampling, param
-        )
-        return MossUtterance(self, frame_job, job, voice, used)
+        parts, used = await asyncio.to_thread(self._fit, lm, job, reference, voice, stored, sampling, param)
+        crossfade = width_samples(self.settings.LONG_INPUT_CROSSFADE_MS)
+        return MossUtterance(self, parts, job, voice, reference, used, crossfade)
 
     def _voice(self, voice: str | ReferenceVoice) -> tuple[np.ndarray | None, str | None]:
         """The voice prompt's codes ``(F, 16)`` (None for ``default``) and the built-in voice's name (None
@@ -382,21 +286,44 @@ class MossFamily:
         stored: list[StoredTurn],
         sampling: FrameSampling,
         param: str,
-    ) -> tuple[FrameJob, list[Turn]]:
-        """The job with the most recent history that fits, and that history (worker thread: it
-        tokenizes). 400 naming ``param`` when even the plain prompt leaves no room to speak."""
+    ) -> tuple[list[PlannedPart], list[Turn]]:
+        """The parts, the first with the most recent history that fits, and that history (worker thread:
+        it tokenizes). 400 naming ``param`` when even a part's plain prompt leaves no room to speak."""
         window = lm.max_positions
         wanted = job.sampling.max_tokens
 
-        def build(turns: Sequence[Turn]) -> FrameJob:
+        def build(text: str, turns: Sequence[Turn] = ()) -> FrameJob:
             return lm.prompter.job(
-                job.text, reference=reference, history=turns, sampling=sampling, max_frames=wanted
+                text, reference=reference, history=turns, sampling=sampling, max_frames=wanted
             )
 
-        cold = build(())
+        budget = Budget(
+            max_units=wanted,
+            min_room=MIN_ROOM_FRAMES,
+            units_per_s=FRAMES_PER_SECOND,
+            chars_per_s=self.settings.LONG_INPUT_CHARS_PER_S,
+            wide_chars_per_s=self.settings.LONG_INPUT_WIDE_CHARS_PER_S,
+        )
+        cuts = cut_into_parts(job.text, build, lambda cold: _room(cold, window), budget)
+        parts = [
+            PlannedPart(cut.text, self._fitted(cut.prompt, window, index, param))
+            for index, cut in enumerate(cuts)
+        ]
+        first = parts[0]
+        turns = history.turns(stored, voice, job.retain_turns, lm.prompter.text_ids) if voice else []
+        for start in range(len(turns)):
+            warm = build(first.text, turns[start:])
+            if int(warm.prefill.shape[0]) + first.job.max_frames <= window:
+                warm = dataclasses.replace(warm, max_frames=first.job.max_frames)
+                return [PlannedPart(first.text, warm), *parts[1:]], turns[start:]
+        return parts, []
+
+    @staticmethod
+    def _fitted(cold: FrameJob, window: int, index: int, param: str) -> FrameJob:
+        """Part ``index``'s job: ``max_frames`` cut to the room its prompt leaves in ``window``, the seed
+        derived for the part. 400 naming ``param`` when the prompt leaves no room to speak."""
         rows = int(cold.prefill.shape[0])
-        room = window - rows
-        if room < max(MIN_ROOM_FRAMES, len(cold.text_tail) + 1):  # the text is fed one id per frame
+        if _room(cold, window) < MIN_ROOM_FRAMES:
             raise InvalidRequest(
                 f"{param}: too long for the model: the prompt is {rows} rows, the text needs "
                 f"{len(cold.text_tail)} more, and the model's window is {window}; shorten the text or "
@@ -404,10 +331,12 @@ class MossFamily:
                 param=param,
                 code="context_length_exceeded",
             )
-        frames = min(wanted, room)
-        turns = history.turns(stored, voice, job.retain_turns, lm.prompter.text_ids) if voice else []
-        for start in range(len(turns)):
-            warm = build(turns[start:])
-            if int(warm.prefill.shape[0]) + frames <= window:
-                return dataclasses.replace(warm, max_frames=frames), turns[start:]
-        return dataclasses.replace(cold, max_frames=frames), []
+        sampling = dataclasses.replace(cold.sampling, seed=part_seed(cold.sampling.seed, index))
+        return dataclasses.replace(cold, sampling=sampling, max_frames=min(cold.max_frames, window - rows))
+
+
+def _room(cold: FrameJob, window: int) -> int:
+    """The frames ``cold``'s prompt leaves in ``window``; 0 when they cannot feed the rest of its text
+    (one text id per frame)."""
+    room = window - int(cold.prefill.shape[0])
+    return room if room > len(cold.text_tail) else 0

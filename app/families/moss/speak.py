@@ -50,11 +50,13 @@ async def speak(
     max_frames: int,
     stats: UtteranceStats,
     made: list[np.ndarray],
+    generated: Callable[[], None] = lambda: None,
 ) -> AsyncGenerator[np.ndarray, None]:
     """float32 24 kHz chunks, shape (samples,), for the frames ``(n, 16)`` of ``frames``, as they come.
 
     Appends every frame block to ``made`` and counts frames in ``stats.codes``; sets
-    ``stats.finish_reason`` when the frames end ("length" when ``max_frames`` were made, else "stop").
+    ``stats.finish_reason`` when the frames end ("length" when ``max_frames`` were made, else "stop")
+    and then calls ``generated`` (before the frames still waiting are decoded).
     """
     sizes = schedule.sizes()
     target = next(sizes)
@@ -74,6 +76,7 @@ async def speak(
             yield await _decoded(decode, chunk, stats, last=False)
             target = next(sizes)
     stats.finish_reason = "length" if stats.codes >= max_frames else "stop"
+    generated()
     while len(waiting):
         chunk, waiting = waiting[: schedule.largest], waiting[schedule.largest :]
         yield await _decoded(decode, chunk, stats, last=not len(waiting))

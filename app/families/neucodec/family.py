@@ -3,7 +3,10 @@
 Owns the LM source, the codec worker (decoder, and the encoder when VC_ENABLED), the reference-code
 cache and the interleave service, all built from ``Settings`` and started in ``start``. ``plan`` turns a
 ``SpeechJob`` into a ``NeuCodecUtterance`` (``utterance.py``): the prompt, with interleave history when
-asked, and for a text that one generation cannot speak, the parts it is cut into (``long_input.py``).
+asked, and for a text that one generation cannot speak, the parts it is cut into
+(``app.families.long_input``: codes at 50 per second against ``max_tokens`` and the room the prompt
+leaves in LM_MAX_MODEL_LEN; with interleave, history may take the window down to
+INTERLEAVE_MIN_GEN_TOKENS of room, so that is a bound too).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import dataclasses
 import importlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -21,10 +24,11 @@ from app.audio.splice import width_samples
 from app.audio.stitcher import StitchSchedule
 from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
+from app.core.constants import TOKENS_PER_SECOND
 from app.core.errors import InvalidRequest, Unavailable
 from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
 from app.core.voices import VoiceCatalog
-from app.families.neucodec.long_input import MIN_ROOM_TOKENS, Budget, cut_into_parts, part_seed
+from app.families.long_input import Budget, cut_into_parts, part_seed
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
 from app.interleave.service import Interleave
 from app.lm.prompt import tts_prompt, vc_prompt
@@ -40,6 +44,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAME = "neucodec"
+MIN_ROOM_TOKENS = 50
+"""Fewest speech tokens (1 s) a prompt must leave in the LM window to be worth generating."""
+
+
+class Prompt(NamedTuple):
+    """A part's LM prompt and its length in LM tokens."""
+
+    text: str
+    tokens: int
 
 
 def stitch_schedule(
@@ -252,7 +265,7 @@ class NeuCodecFamily:
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an
         interleave id, built-in voices only), with ``max_tokens`` fitted to what the LM window leaves; a
-        text one generation cannot speak is cut into parts (``long_input``), each planned the same way."""
+        text one generation cannot speak is cut into parts, each planned the same way."""
         if self.codec is None:
             raise Unavailable("The codec is not loaded yet.")
         schedule = self.schedule(job.first_chunk_s, job.overlap_s)
@@ -275,15 +288,25 @@ class NeuCodecFamily:
         s = self.settings
         max_tokens = job.sampling.max_tokens
         budget = Budget(
-            window=s.LM_MAX_MODEL_LEN,
-            max_tokens=min(max_tokens, s.INTERLEAVE_MIN_GEN_TOKENS) if interleaved else max_tokens,
+            max_units=min(max_tokens, s.INTERLEAVE_MIN_GEN_TOKENS) if interleaved else max_tokens,
+            min_room=MIN_ROOM_TOKENS,
+            units_per_s=TOKENS_PER_SECOND,
             chars_per_s=s.LONG_INPUT_CHARS_PER_S,
             wide_chars_per_s=s.LONG_INPUT_WIDE_CHARS_PER_S,
         )
-        texts = await asyncio.to_thread(cut_into_parts, job.text, prompt_of, self.interleave.count, budget)
+
+        def counted(text: str) -> Prompt:
+            prompt = prompt_of(text)
+            return Prompt(prompt, self.interleave.count(prompt))
+
+        def room(prompt: Prompt) -> int:
+            return s.LM_MAX_MODEL_LEN - prompt.tokens
+
+        texts = await asyncio.to_thread(cut_into_parts, job.text, counted, room, budget)
         parts = [
             PlannedPart(
-                part.text, self._fitted(self._params(part.prompt, job, index), part.prompt_tokens, param)
+                part.text,
+                self._fitted(self._params(part.prompt.text, job, index), part.prompt.tokens, param),
             )
             for index, part in enumerate(texts)
         ]

@@ -137,7 +137,8 @@ async def test_sampling_comes_from_the_request(moss: Parts) -> None:
     sampling = Sampling(
         max_tokens=7, temperature=0.0, repetition_penalty=1.0, top_p=0.9, top_k=2**31 - 1, seed=42
     )
-    _, stats = await speak_all(moss.family, job(moss.family, sampling=sampling))
+    moss.engine.frames = 10  # "one" fits 7 frames (0.3 s at the slow pace); the engine would make 10
+    _, stats = await speak_all(moss.family, job(moss.family, "one", sampling=sampling))
     frame_job = moss.engine.jobs[-1]
     s = frame_job.sampling
     assert (s.temperature, s.repetition_penalty, s.top_p, s.top_k, s.seed) == (0.0, 1.0, 0.9, 1027, 42)
@@ -147,27 +148,28 @@ async def test_sampling_comes_from_the_request(moss: Parts) -> None:
     assert plain.job.sampling.seed is None and plain.job.max_frames == 1500
 
 
-async def test_max_tokens_is_cut_to_the_window_and_a_prompt_without_room_is_400(
+async def test_max_tokens_is_cut_to_the_window_a_text_without_room_is_cut_and_a_voice_without_is_400(
     tiny_moss_codec_dir: Path,
 ) -> None:
-    parts = build(moss_settings(tiny_moss_codec_dir), max_positions=40)
+    # a fast pace (100 characters a second): the window, not max_tokens, decides where texts are cut
+    parts = build(moss_settings(tiny_moss_codec_dir, LONG_INPUT_CHARS_PER_S=100.0), max_positions=40)
     await parts.family.start()
     try:
         planned = await parts.family.plan(job(parts.family))
-        assert planned.job.max_frames == 40 - (SYSTEM_ROWS + 5)
-        long_text = " ".join(["word"] * 20)  # 30 prefill rows: 10 frames of room, below MIN_ROOM_FRAMES
-        with pytest.raises(InvalidRequest) as refused:
-            await parts.family.plan(job(parts.family, long_text))
-        assert refused.value.param == "input" and refused.value.code == "context_length_exceeded"
-        reference = ReferenceVoice("", tuple(range(16)) * 20, 16)  # 20 reference rows
-        with pytest.raises(InvalidRequest) as too_long:
-            await parts.family.plan(job(parts.family, voice=reference))
-        assert too_long.value.param == "reference_audio"
+        assert len(planned.parts) == 1 and planned.job.max_frames == 40 - (SYSTEM_ROWS + 5)
         # the stand-in feeds every text id again after the prefill: 14 words leave 16 frames for 14 ids
         fits = " ".join(["word"] * 14)
-        assert (await parts.family.plan(job(parts.family, fits))).job.max_frames == 16 >= MIN_ROOM_FRAMES
-        with pytest.raises(InvalidRequest):  # 15 words: 15 frames of room, 15 ids still to feed
-            await parts.family.plan(job(parts.family, " ".join(["word"] * 15)))
+        one = await parts.family.plan(job(parts.family, fits))
+        assert len(one.parts) == 1 and one.job.max_frames == 16 >= MIN_ROOM_FRAMES
+        # 15 words leave 15 frames for 15 ids; 20 words leave 10 frames, below MIN_ROOM_FRAMES: both cut
+        for words, cut in ((15, [14, 1]), (20, [14, 6])):
+            planned = await parts.family.plan(job(parts.family, " ".join(["word"] * words)))
+            assert [len(part.text.split()) for part in planned.parts] == cut
+            assert [part.job.max_frames for part in planned.parts] == [40 - SYSTEM_ROWS - n for n in cut]
+        reference = ReferenceVoice("", tuple(range(16)) * 20, 16)  # 20 reference rows: 9 frames left
+        with pytest.raises(InvalidRequest) as too_long:
+            await parts.family.plan(job(parts.family, voice=reference))
+        assert too_long.value.param == "reference_audio" and too_long.value.code == "context_length_exceeded"
     finally:
         await parts.family.close()
 

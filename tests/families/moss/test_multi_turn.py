@@ -100,7 +100,9 @@ async def test_an_unfinished_turn_is_not_stored(moss: Parts) -> None:
     )
     await anext(chunks)
     await chunks.aclose()
-    capped = await say(moss.family, "a b c d", sampling=_cap(3))
+    moss.engine.frames = 10  # "a" fits 3 frames; the engine would make 10
+    capped = await say(moss.family, "a", sampling=_cap(3))
+    moss.engine.frames = None
     assert capped.finish_reason == "length"
     assert (await moss.family.interleave.inspect(ROOM)).turns == []
     await say(moss.family, "a b", interleave_id=None)

@@ -11,6 +11,7 @@ import pytest
 
 from app.config import Settings
 from app.core.errors import InvalidRequest
+from app.core.family import ReferenceVoice
 from app.families.moss.family import MossFamily
 from app.families.moss.lm import MossLM
 from app.interleave.service import Interleave
@@ -59,12 +60,21 @@ async def test_history_rows_follow_the_turns(real_rows: tuple[MossFamily, FakeFr
     assert any(np.array_equal(frames[i : i + len(first)], first) for i in range(len(frames) - len(first) + 1))
 
 
-async def test_a_prompt_longer_than_the_window_is_400(real_rows: tuple[MossFamily, FakeFrameEngine]) -> None:
+async def test_a_text_longer_than_the_window_is_cut_and_a_voice_that_fills_it_is_400(
+    real_rows: tuple[MossFamily, FakeFrameEngine],
+) -> None:
     family, _ = real_rows
     assert family.lm is not None
+    window = family.lm.max_positions
+    text = "word " * 819  # MAX_INPUT_CHARS: 409 s at the slow pace, 5119 frames
+    planned = await family.plan(job(family, text.strip()))
+    assert len(planned.parts) > 1 and " ".join(part.text for part in planned.parts) == text.strip()
+    for part in planned.parts:
+        assert len(part.job.prefill) + part.job.max_frames <= window and part.job.max_frames == 1500
+    reference = ReferenceVoice("", (1,) * 16 * window, 16)
     with pytest.raises(InvalidRequest) as refused:
-        await family.plan(job(family, "word " * family.lm.max_positions))
-    assert refused.value.code == "context_length_exceeded"
+        await family.plan(job(family, "hello there", voice=reference))
+    assert refused.value.code == "context_length_exceeded" and refused.value.param == "reference_audio"
 
 
 @pytest.mark.parametrize(("rows", "expected"), [(0, 3), (1, 1)])
