@@ -8,7 +8,9 @@ state a row of the batch, of any chunk lengths; streams join and leave between b
 equals its lone decode to float rounding (``MossAudioCodec.decode_step``).
 
 Limits: at most ``max_streams`` streams are open at once (their states are ~180 MB each at full size in
-float32); one more is refused with ``TooManyStreams`` (503) before any memory is taken. A stream decodes one
+float32); one more is refused with ``TooManyStreams`` (503) before any memory is taken, except through
+``open_stream_soon``, which waits for a stream to end (a later part of a response already playing: it
+must not fail mid-response) and goes before every later ``open_stream``. A stream decodes one
 chunk at a time (concurrent calls queue in order). A chunk that fails or whose caller is cancelled may have
 advanced the state or not, so the stream is then broken: its next decode raises ``StreamBroken``.
 Closing is immediate; a batch already running keeps the state alive until it ends.
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,6 +146,8 @@ class MossCodecService:
         self.ops = device if isinstance(device, DeviceOps) else DeviceOps(device)
         self._streams: dict[int, MossStream] = {}
         self._numbers = itertools.count()
+        self._waiters: deque[asyncio.Future[None]] = deque()  # open_stream_soon calls waiting, FIFO
+        self._handed = 0  # slots handed to a woken waiter that has not opened its stream yet
         self.references = ReferenceCache(opts.reference_cache_size)
         common = {
             "observer": observer,
@@ -195,19 +200,52 @@ class MossCodecService:
             await self.encode_batcher.close()
 
     def open_stream(self) -> MossStream:
-        """A new stream with fresh state; TooManyStreams when ``max_streams`` are open."""
-        if len(self._streams) >= self.options.max_streams:
+        """A new stream with fresh state; TooManyStreams when ``max_streams`` are open or promised to
+        ``open_stream_soon`` callers."""
+        taken = len(self._streams) + len(self._waiters) + self._handed
+        if taken >= self.options.max_streams:
             raise TooManyStreams(
                 f"the MOSS codec already decodes {len(self._streams)} streams "
                 f"(MOSS_CODEC_MAX_STREAMS={self.options.max_streams}); try again when one ends"
             )
+        return self._new_stream()
+
+    async def open_stream_soon(self) -> MossStream:
+        """A new stream, waiting (FIFO) for one to end when ``max_streams`` are open."""
+        if len(self._streams) + len(self._waiters) + self._handed < self.options.max_streams:
+            return self._new_stream()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            elif waiter.done() and not waiter.cancelled():  # a slot was handed to it: pass it on
+                self._handed -= 1
+                self._hand_over()
+            raise
+        self._handed -= 1
+        return self._new_stream()
+
+    def _new_stream(self) -> MossStream:
         number = next(self._numbers)
         stream = MossStream(self, number, self.codec.new_state())
         self._streams[number] = stream
         return stream
 
     def _forget(self, stream: MossStream) -> None:
-        self._streams.pop(stream.number, None)
+        if self._streams.pop(stream.number, None) is not None:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give a freed slot to the first waiter still waiting."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self._handed += 1
+                waiter.set_result(None)
+                return
 
     def check_codes(self, codes: np.ndarray | torch.Tensor) -> torch.Tensor:
         """Codes as a host int64 tensor ``[T, nq]`` (a copy); ValueError for a bad shape or value."""

@@ -56,15 +56,18 @@ class PlannedPart:
 
 class _Decoder:
     """A part's codec stream, opened with its first chunk: a request waiting for a row of the engine holds
-    no decoder state (~180 MB in float32)."""
+    no decoder state (~180 MB in float32). The first part is refused (503, before any audio) when
+    MOSS_CODEC_MAX_STREAMS are open; a later part, read ahead while the one before plays, waits for a
+    stream instead (that part's own stream ends at the latest), so a response never fails half-way."""
 
-    def __init__(self, codec: MossCodecService) -> None:
+    def __init__(self, codec: MossCodecService, first: bool) -> None:
         self.codec = codec
+        self.first = first
         self.stream: MossStream | None = None
 
     async def __call__(self, frames: np.ndarray) -> np.ndarray:
         if self.stream is None:
-            self.stream = self.codec.open_stream()  # 503 when MOSS_CODEC_MAX_STREAMS are open
+            self.stream = self.codec.open_stream() if self.first else await self.codec.open_stream_soon()
         return await self.stream.decode(frames)
 
     def close(self) -> None:
@@ -197,7 +200,7 @@ class MossUtterance:
         job = self.jobs[index]
         stats.prompt_tokens = int(job.prefill.shape[0])
         started = time.perf_counter()
-        decoder = _Decoder(codec)
+        decoder = _Decoder(codec, first=index == 0)
         frames: AsyncGenerator[np.ndarray, None] | None = None
         chunks: AsyncGenerator[np.ndarray, None] | None = None
         extra: Attributes = {"tts.part": index} if len(self.parts) > 1 else {}

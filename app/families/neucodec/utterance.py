@@ -10,6 +10,7 @@ each part is stored as a turn once all its audio was taken, the last one before 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -139,8 +140,9 @@ class NeuCodecUtterance:
             planned = self.parts[index]
             follow = self.family.interleave.follow
             self.turns[index] = await follow(previous, part.previous.stats, planned.text, planned.params)
-        async for chunk in self._part(index, part.stats, part.generated, part.clock):
-            yield chunk
+        async with contextlib.aclosing(self._part(index, part.stats, part.generated, part.clock)) as chunks:
+            async for chunk in chunks:  # closed with this stream, not whenever Python finalizes it
+                yield chunk
 
     async def _part_done(self, part: Part, last: bool) -> None:
         """Store the part's turn (the last one: and wait for it, as for a one-part request)."""

@@ -107,6 +107,48 @@ async def test_the_live_stream_bound(service: MossCodecService) -> None:
         await streams[1].decode(_codes(1, seed=0))
 
 
+async def test_a_waiting_part_gets_the_next_free_stream_before_new_requests(
+    service: MossCodecService,
+) -> None:
+    streams = [service.open_stream() for _ in range(3)]
+    first = asyncio.create_task(service.open_stream_soon())
+    second = asyncio.create_task(service.open_stream_soon())
+    await asyncio.sleep(0)
+    assert not first.done() and not second.done()  # every stream is taken: they wait, in order
+    streams[0].close()
+    with pytest.raises(TooManyStreams):
+        service.open_stream()  # the freed stream is promised to the first waiter
+    opened = await asyncio.wait_for(first, 1.0)
+    assert service.live_streams == 3 and not second.done()
+    assert (await opened.decode(_codes(2, seed=0))).shape == (3840,)
+    second.cancel()  # a waiter that leaves takes no slot with it
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    opened.close()
+    again = service.open_stream()
+    assert service.live_streams == 3
+    for stream in [again, *streams[1:]]:
+        stream.close()
+
+
+async def test_a_waiter_cancelled_after_its_stream_was_freed_passes_it_on(
+    service: MossCodecService,
+) -> None:
+    streams = [service.open_stream() for _ in range(3)]
+    doomed = asyncio.create_task(service.open_stream_soon())
+    patient = asyncio.create_task(service.open_stream_soon())
+    await asyncio.sleep(0)
+    streams[0].close()  # handed to ``doomed``, which is cancelled before it resumes
+    doomed.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await doomed
+    opened = await asyncio.wait_for(patient, 1.0)
+    assert service.live_streams == 3
+    for stream in [opened, *streams[1:]]:
+        stream.close()
+    assert service.live_streams == 0 and service.open_stream() is not None
+
+
 async def test_bad_codes_leave_the_stream_usable(
     service: MossCodecService, tiny_moss: MossAudioCodec
 ) -> None:

@@ -8,6 +8,7 @@ A small ``max_tokens`` (20 frames, 1.6 s: 16 characters at the slow pace) forces
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from app.families.long_input import part_seed
 from app.families.moss.family import FRAMES_PER_SECOND
 from app.text.duration import speech_seconds
 from tests.fakes.fake_moss import FRAMES_PER_ID, SYSTEM_ROWS
-from tests.families.moss.conftest import Parts
+from tests.families.moss.conftest import Parts, build, moss_settings
 from tests.families.moss.test_family import FRAME, job, speak_all
 
 TEXT = "One two three. Four five six. Seven eight, nine ten eleven twelve."
@@ -55,6 +56,26 @@ async def test_a_long_input_is_its_parts_generated_alone_and_spliced(moss: Parts
     assert stats.codes == sum(frames) and stats.finish_reason == "stop"
     assert stats.prompt_tokens == sum(len(j.prefill) for j in jobs)
     assert engine.open_rows == 0 and family.codec is not None and family.codec.live_streams == 0
+
+
+async def test_a_part_read_ahead_waits_for_a_codec_stream_instead_of_failing(
+    tiny_moss_codec_dir: Path,
+) -> None:
+    settings = moss_settings(tiny_moss_codec_dir, MOSS_CODEC_MAX_STREAMS=1, MOSS_FIRST_CHUNK_FRAMES=4)
+    parts = build(settings)  # a part of 6 frames: 4 decoded, then 2 after the next part has started
+    family = parts.family
+    await family.start()
+    stats, chunks = UtteranceStats(), []
+    try:
+        utterance = await family.plan(job(family, TEXT, sampling=capped()))
+        async for chunk in utterance.stream(stats):  # a slow listener: the next part decodes meanwhile
+            chunks.append(chunk)
+            await asyncio.sleep(0.02)
+        assert family.codec is not None and family.codec.live_streams == 0
+    finally:
+        await family.close()
+    assert len(parts.engine.jobs) == len(PARTS) and stats.finish_reason == "stop"
+    assert sum(len(chunk) for chunk in chunks) == stats.samples > 0
 
 
 async def test_each_later_part_is_prompted_with_the_part_before_it(moss: Parts) -> None:
