@@ -159,16 +159,21 @@ async def test_errors_come_before_the_first_byte(served: Served) -> None:
     assert served.family.codec is not None and served.family.codec.live_streams == 0
 
 
+async def rows_closed(served: Served) -> None:
+    """Wait (up to 4 s) until the engine has no open row."""
+    for _ in range(200):
+        if served.engine.open_rows == 0:
+            return
+        await asyncio.sleep(0.02)
+
+
 async def test_a_client_that_leaves_stops_the_engine_row(served: Served) -> None:
     served.engine.delay_s = 0.02
     client = httpx.AsyncClient(base_url=served.url, timeout=20)
     async with client, client.stream("POST", SPEECH, json=speech(input=" ".join(["word"] * 50))) as response:
         async for _ in response.aiter_bytes():
             break
-    for _ in range(200):
-        if served.engine.open_rows == 0:
-            break
-        await asyncio.sleep(0.02)
+    await rows_closed(served)
     assert served.engine.open_rows == 0 and served.engine.finished_rows == 1
     assert served.family.codec is not None and served.family.codec.live_streams == 0
 
@@ -199,10 +204,7 @@ async def test_a_client_that_leaves_a_long_input_starts_no_further_part(served: 
     async with client, client.stream("POST", SPEECH, json=body) as response:
         async for _ in response.aiter_bytes():
             break
-    for _ in range(200):
-        if served.engine.open_rows == 0:
-            break
-        await asyncio.sleep(0.02)
+    await rows_closed(served)
     await asyncio.sleep(0.3)  # time for a part that would still start
     assert served.engine.open_rows == 0 and 1 <= len(served.engine.jobs) <= 2  # of 5 parts
     assert served.family.codec is not None and served.family.codec.live_streams == 0
