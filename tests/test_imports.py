@@ -37,6 +37,7 @@ def test_importing_every_server_module_starts_nothing_and_loads_no_model_library
                 "app.lm.batched",
                 "app.lm.attention",
                 "app.lm.padded_cache",
+                "app.lm.speech_head",
                 *(f"app.lm.moss.{name}" for name in ("model", "local", "loader", "sampling", "engine")),
             )
         )
