@@ -7,6 +7,13 @@ left-padded to the batch's width (or the batch to the row's) and concatenated on
 dropped with ``index_select`` and the columns no remaining row uses are trimmed. A ``PrefillGroup``
 prefills several prompts the same way: left-padded to the longest, in chunks, then joins the batch.
 Used by the NeuCodec batched engine (``batched_source.py``) and the MOSS frame engine (``moss/engine.py``).
+
+**Growing layers.** transformers' ``DynamicLayer`` appends each step's keys and values with ``torch.cat``,
+a copy of the whole cache per step per layer: at 8 rows of 1,600 positions (the 1.7B model, bf16, 2
+vCPUs) half of a decode step went into those copies (575 ms a step against 286 ms with ``GrowingLayer``,
+the same logits). ``GrowingLayer`` writes into spare capacity instead and grows by a quarter (at least
+``GROW_MIN`` columns) when it runs out, so its memory is at most 25% + ``GROW_MIN`` columns above what
+its rows hold. ``new_cache`` makes a cache of them; the engines start every cache with it.
 """
 
 from __future__ import annotations
@@ -17,16 +24,76 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from app.core.errors import BackendError
+
+GROW_MIN = 64  # fewest columns a GrowingLayer adds when it runs out of capacity
+
+
+class GrowingLayer(DynamicLayer):
+    """A full-attention cache layer whose keys and values ``[B, H, n, D]`` are views of buffers with spare
+    columns: a step writes its new columns in place. Assigning ``keys``/``values`` (as ``append_rows``
+    and ``keep_rows`` do) makes the assigned tensor the new buffer."""
+
+    _k: torch.Tensor | None = None  # buffers [B, H, capacity, D]
+    _v: torch.Tensor | None = None
+    _nk = 0  # columns in use of each (equal, except between the two assignments of a swap)
+    _nv = 0
+
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._k is None else self._k[..., : self._nk, :]
+
+    @keys.setter
+    def keys(self, tensor: torch.Tensor | None) -> None:
+        self._k, self._nk = tensor, _columns(tensor)
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._v is None else self._v[..., : self._nv, :]
+
+    @values.setter
+    def values(self, tensor: torch.Tensor | None) -> None:
+        self._v, self._nv = tensor, _columns(tensor)
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n, new = self._nk, key_states.shape[-2]
+        keys, values = self._k, self._v
+        if keys is None or values is None or n + new > min(_columns(keys), _columns(values)):
+            shape = (*key_states.shape[:2], n + new + max(GROW_MIN, n // 4), key_states.shape[-1])
+            grown_keys, grown_values = key_states.new_empty(shape), value_states.new_empty(shape)
+            if n and keys is not None and values is not None:
+                grown_keys[..., :n, :] = keys[..., :n, :]
+                grown_values[..., :n, :] = values[..., :n, :]
+            keys, values = self._k, self._v = grown_keys, grown_values
+        keys[..., n : n + new, :] = key_states
+        values[..., n : n + new, :] = value_states
+        self._nk = self._nv = n + new
+        return keys[..., : n + new, :], values[..., : n + new, :]
+
+
+def _columns(tensor: torch.Tensor | None) -> int:
+    """Positions held by a ``[B, H, T, D]`` cache tensor (0 for None or the empty placeholder)."""
+    return tensor.shape[-2] if tensor is not None and tensor.dim() == 4 else 0
+
+
+def new_cache(config: Any) -> Any:
+    """An empty ``DynamicCache`` for a model of ``config`` whose full-attention layers are growing layers
+    (other kinds, e.g. sliding windows, are kept as transformers makes them)."""
+    cache = DynamicCache(config=config)
+    cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+    return cache
 
 
 def cache_layers(cache: Any) -> list[Any]:
     """The per-layer key/value holders of a DynamicCache; only full-attention layers can be batched."""
-    from transformers.cache_utils import DynamicLayer
-
     layers = list(cache.layers)
-    if any(type(layer) is not DynamicLayer for layer in layers):
+    if any(type(layer) not in (DynamicLayer, GrowingLayer) for layer in layers):
         raise BackendError("a batched LM engine needs full attention in every layer (no sliding window)")
     return layers
 

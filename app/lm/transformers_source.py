@@ -23,6 +23,7 @@ from app.core.device import resolve_device, set_current
 from app.core.errors import APIError, BackendError, Unavailable
 from app.core.types import FinishReason
 from app.lm.attention import FP32_SDPA, attention_implementation
+from app.lm.padded_cache import new_cache
 from app.lm.speech_head import SpeechHead, layout_for_cpu
 from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.types import GenerationParams
@@ -103,7 +104,10 @@ class _LoadedLM:
 
     def logits(self, **inputs: Any) -> tuple[torch.Tensor, Any]:
         """One forward of the decoder on ``inputs`` (``input_ids`` [B, T], cache, mask, positions) with
-        ``use_cache``: the float32 logits over the allowed ids at the last column ``[B, A]`` and the cache."""
+        ``use_cache``: the float32 logits over the allowed ids at the last column ``[B, A]`` and the cache
+        (a new one of ``GrowingLayer``s when ``past_key_values`` is None)."""
+        if inputs.get("past_key_values") is None:
+            inputs["past_key_values"] = new_cache(self.model.config)
         out = self.decoder(**inputs, use_cache=True)
         return self.head(out.last_hidden_state[:, -1]), out.past_key_values
 

@@ -1,13 +1,16 @@
-"""PrefillGroup: which rows prefill together, and the chunks, masks and positions it hands the model."""
+"""PrefillGroup: which rows prefill together, and the chunks, masks and positions it hands the model;
+GrowingLayer: appends in place, the same model outputs."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-from app.lm.padded_cache import PrefillGroup
+from app.lm.padded_cache import GROW_MIN, GrowingLayer, PrefillGroup, new_cache
+from app.lm.transformers_source import _load
 
 
 @dataclass(eq=False)
@@ -86,3 +89,47 @@ def test_dropping_a_row_mid_prefill_keeps_the_others_in_order() -> None:
     assert group.inputs is not None and group.inputs.shape == (2, 5)
     group.drop(rows)
     assert (group.rows, group.inputs, group.pads, group.width) == ([], None, [], 0)
+
+
+# --- GrowingLayer -----------------------------------------------------------------------------------------
+
+
+def test_a_growing_layer_appends_in_place_within_a_quarter_of_spare_columns() -> None:
+    layer = GrowingLayer()
+    steps = [torch.randn(2, 3, 1, 4) for _ in range(300)]
+    buffers = set()
+    for step in steps:
+        keys, values = layer.update(step, -step)
+        buffers.add(layer._k.data_ptr())
+        assert layer._k.shape[2] <= keys.shape[2] * 1.25 + GROW_MIN + 1
+    assert torch.equal(keys, torch.cat(steps, dim=2)) and torch.equal(values, -keys)
+    assert layer.get_seq_length() == 300 and len(buffers) <= 8  # a few growths, not a copy per step
+
+
+def test_assigned_keys_become_the_buffer_and_updates_go_on_after_them() -> None:
+    layer = GrowingLayer()
+    layer.update(torch.arange(5.0).view(1, 1, 5, 1), torch.arange(5.0).view(1, 1, 5, 1))
+    layer.keys = layer.keys[:, :, 2:]  # trimmed one after the other, as keep_rows does
+    layer.values = layer.values[:, :, 2:]
+    assert layer.keys.flatten().tolist() == layer.values.flatten().tolist() == [2.0, 3.0, 4.0]
+    layer.keys, layer.values = torch.zeros(2, 1, 3, 2), torch.zeros(2, 1, 3, 2)  # as append_rows does
+    keys, values = layer.update(torch.full((2, 1, 1, 2), 7.0), torch.full((2, 1, 1, 2), 8.0))
+    assert keys.shape == (2, 1, 4, 2) and keys[:, :, 3].eq(7).all() and values[:, :, :3].eq(0).all()
+
+
+def test_a_model_runs_the_same_on_growing_layers(tiny_lm_dir: Path) -> None:
+    from transformers.cache_utils import DynamicCache
+
+    lm = _load(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
+    ids = lm.tokenizer("<|im_start|>jenny: Hello there!<|speech_start|>", return_tensors="pt").input_ids
+    runs = []
+    for cache in (DynamicCache(), new_cache(lm.model.config)):
+        with torch.inference_mode():
+            logits, cache = lm.logits(input_ids=ids, past_key_values=cache)
+            seen = [logits]
+            for code in (3, 99, 12345, 7, 65535) * 20:  # past the first buffer's spare columns
+                logits, cache = lm.logits(input_ids=lm.allowed_ids[code].view(1, 1), past_key_values=cache)
+                seen.append(logits)
+        runs.append(torch.cat(seen))
+    assert isinstance(cache.layers[0], GrowingLayer)
+    assert torch.allclose(runs[0], runs[1], atol=1e-5)

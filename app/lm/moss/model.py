@@ -24,6 +24,7 @@ from torch import nn
 from app.lm.moss.config import MossLMConfig
 from app.lm.moss.local import LocalTransformer
 from app.lm.moss.types import AUDIO_PAD, AUDIO_VOCAB, CODEBOOKS
+from app.lm.padded_cache import new_cache
 
 TEXT_TABLE_KEY = "language_model.embed_tokens.weight"
 UNUSED_KEYS = (TEXT_TABLE_KEY,)
@@ -81,9 +82,12 @@ class MossTTSRealtime(nn.Module):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, Any]:
-        """Feed ``rows`` [B, T, 17] after ``cache`` (a transformers ``Cache`` or None): the normed hidden
+        """Feed ``rows`` [B, T, 17] after ``cache`` (a transformers ``Cache``, or None for a new one of
+        growing layers: ``app.lm.padded_cache.new_cache``): the normed hidden
         state of each row's last position [B, H] and the grown cache. ``attention_mask`` [B, past + T]
         (1 = a real row) and ``position_ids`` [B, T] are for left-padded batches."""
+        if cache is None:
+            cache = new_cache(self.language_model.config)
         out = self.language_model(
             inputs_embeds=self.embed(rows),
             attention_mask=attention_mask,
