@@ -240,37 +240,47 @@ def attention_compare(loaded: LoadedMoss, args: argparse.Namespace) -> dict[str,
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def moss_parser(doc: str | None, frames: int, concurrency: str) -> argparse.ArgumentParser:
+    """The options both MOSS benches take (device, precision, load, prompt cut, output)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--attention", default="auto")
-    parser.add_argument("--frames", type=int, default=16, help="frames per request")
-    parser.add_argument("--concurrency", default="1,4,8")
-    parser.add_argument("--reference-frames", type=int, default=25)
+    parser.add_argument("--frames", type=int, default=frames, help="frames per request (80 ms each)")
+    parser.add_argument("--concurrency", default=concurrency)
     parser.add_argument(
         "--prefill-rows",
         type=int,
         default=110,
         help="cut each prompt to its last N rows (0: all; the byte tokenizer makes ~4x the rows)",
     )
+    parser.add_argument("--tiny", action="store_true", help="the test checkpoints' sizes (smoke run)")
+    parser.add_argument("--out", default="")
+    return parser
+
+
+def machine(loaded: LoadedMoss) -> dict[str, Any]:
+    """The head of both MOSS benches' reports: where and how the LM ran."""
+    return {
+        "cpu": cpu_model(),
+        "torch_threads": torch.get_num_threads(),
+        "cores": os.cpu_count(),
+        "device": str(loaded.device),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = moss_parser(__doc__, frames=16, concurrency="1,4,8")
+    parser.add_argument("--reference-frames", type=int, default=25)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--model-dir", default="")
-    parser.add_argument("--tiny", action="store_true", help="the test checkpoint's sizes (smoke run)")
-    parser.add_argument("--out", default="")
     parser.add_argument(
         "--no-baseline", action="store_true", help="skip the one-prefill-at-a-time engine runs"
     )
     args = parser.parse_args(argv)
     loaded = build(args)
     counts = [int(c) for c in args.concurrency.split(",")]
-    report: dict[str, Any] = {
-        "cpu": cpu_model(),
-        "torch_threads": torch.get_num_threads(),
-        "cores": os.cpu_count(),
-        "device": str(loaded.device),
+    report: dict[str, Any] = machine(loaded) | {
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "attention": loaded.attention,
         "size": "tiny" if args.tiny else ("checkpoint" if args.model_dir else "full (random)"),

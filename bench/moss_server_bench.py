@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -37,7 +36,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import torch
 
 from app.api.schemas import SpeechRequest
 from app.audio.decoder_pool import ReferenceDecoder
@@ -57,8 +55,7 @@ from app.synthesis.service import SpeechService
 from app.synthesis.voice_stores.factory import build_voice_store
 from app.text.duration import speech_seconds
 from app.tools.fixtures.moss_codec import TINY_MOSS_CONFIG, random_codec
-from bench.moss_codec_bench import cpu_model
-from bench.moss_lm_bench import TEXT, build
+from bench.moss_lm_bench import TEXT, build, machine, moss_parser
 from bench.saving import save_report
 
 FRAME_S = 0.08
@@ -211,28 +208,14 @@ def replace_frames(args: argparse.Namespace, frames: int) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--attention", default="auto")
-    parser.add_argument("--frames", type=int, default=24, help="frames per request (80 ms each)")
-    parser.add_argument("--concurrency", default="1,4")
+    parser = moss_parser(__doc__, frames=24, concurrency="1,4")
     parser.add_argument("--first-chunk", type=int, default=2, help="MOSS_FIRST_CHUNK_FRAMES")
-    parser.add_argument("--prefill-rows", type=int, default=110)
-    parser.add_argument("--tiny", action="store_true", help="the test checkpoints' sizes (smoke run)")
-    parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
     args.model_dir = ""
     loaded = build(args)
     counts = [int(c) for c in args.concurrency.split(",")]
     runs = asyncio.run(run(args, loaded, counts))
-    report: dict[str, Any] = {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "device": str(loaded.device),
+    report: dict[str, Any] = machine(loaded) | {
         "lm_dtype": str(loaded.dtype).removeprefix("torch."),
         "codec_dtype": "float32",
         "size": "tiny" if args.tiny else "full (random)",
