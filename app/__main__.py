@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from app.api.header_timeout import header_timeout_protocol
 from app.config import Settings
 from app.core.errors import APIError
+from app.core.settings import ServerSettings
 from app.main import create_app
 from app.observability.logging import configure_logging
 from app.observability.startup import StartupGuard, client_url, ready_line
@@ -41,7 +42,7 @@ from app.synthesis.engine import Engine
 log = logging.getLogger("app.startup")
 
 
-def server_options(settings: Settings) -> dict[str, Any]:
+def server_options(settings: ServerSettings) -> dict[str, Any]:
     """The uvicorn settings this server runs with (besides the app), from ``settings``."""
     return {
         "host": settings.HOST,
@@ -78,7 +79,7 @@ class Server(uvicorn.Server):
     model download or load would run to its end first. Nothing is being served yet, so nothing is lost
     (an interrupted Hub download resumes next time)."""
 
-    def __init__(self, config: uvicorn.Config, app: FastAPI, settings: Settings) -> None:
+    def __init__(self, config: uvicorn.Config, app: FastAPI, settings: ServerSettings) -> None:
         super().__init__(config)
         self.fastapi_app = app
         self.settings = settings
@@ -96,7 +97,7 @@ class Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-async def log_ready(app: FastAPI, settings: Settings) -> None:
+async def log_ready(app: FastAPI, settings: ServerSettings) -> None:
     """The ready line: where to send requests, what this server serves, and a request to try."""
     engine: Engine = app.state.engine
     url = client_url(settings.HOST, settings.PORT)
@@ -109,11 +110,11 @@ async def log_ready(app: FastAPI, settings: Settings) -> None:
         url, engine.model_ids(), list(voices.voices), len(voices.aliases), registered
     )
     log.info("%s", message, extra=fields)
-    if not all((await engine.ready()).values()):
+    not_ready = [part for part, ok in (await engine.ready()).items() if not ok]
+    if not_ready:
         log.warning(
-            "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 503 and /ready "
-            "reports it until it does",
-            settings.TTS_API,
+            "not ready yet: %s; requests that need it fail and /ready reports it until it is",
+            ", ".join(not_ready),
         )
 
 

@@ -24,6 +24,7 @@ from app.api.uploads import install_upload_limit
 from app.audio.decoder_pool import ReferenceDecoder
 from app.config import Settings
 from app.core.routes import SYNTHESIS_PATHS
+from app.core.settings import ServerSettings
 from app.observability.metrics import Metrics
 from app.observability.requests import RequestMiddleware
 from app.observability.tracing import Tracing
@@ -33,7 +34,7 @@ from app.synthesis.service import SpeechService
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, *, engine: Engine | None = None) -> FastAPI:
+def create_app(settings: ServerSettings | None = None, *, engine: Engine | None = None) -> FastAPI:
     """Build the app for ``settings`` (default: the environment); nothing starts before the lifespan.
 
     ``engine`` replaces the one the settings describe (tests inject fakes through it: another model

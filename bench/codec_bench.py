@@ -51,16 +51,16 @@ import torch
 
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.codec.batcher import BatchStats
-from app.codec.neucodec.config import NeuCodecConfig
-from app.codec.neucodec.decoder import NeuCodecDecoder
-from app.codec.neucodec.encoder import frames_for
-from app.codec.neucodec.encoder_config import SAMPLE_RATE
-from app.codec.neucodec.loading import PICKLE_FILE, SAFETENSORS_FILE, load_decoder, load_encoder
-from app.codec.worker import CodecOptions, CodecWorker
 from app.config import Settings
 from app.core.device import resolve_device
+from app.families.neucodec.codec.config import NeuCodecConfig
+from app.families.neucodec.codec.decoder import NeuCodecDecoder
+from app.families.neucodec.codec.encoder import frames_for
+from app.families.neucodec.codec.encoder_config import SAMPLE_RATE
+from app.families.neucodec.codec.loading import PICKLE_FILE, SAFETENSORS_FILE, load_decoder, load_encoder
+from app.families.neucodec.codec.worker import CodecOptions, CodecWorker
 from app.families.neucodec.family import stitch_schedule
-from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
+from app.families.neucodec.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
 from bench.saving import save_report
 
 

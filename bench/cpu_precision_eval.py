@@ -35,9 +35,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.codec.neucodec.decoder import NeuCodecDecoder
-from app.codec.neucodec.istft import MAX_MAGNITUDE
-from app.codec.neucodec.loading import load_decoder
+from app.families.neucodec.codec.decoder import NeuCodecDecoder
+from app.families.neucodec.codec.istft import MAX_MAGNITUDE
+from app.families.neucodec.codec.loading import load_decoder
 from bench.codec_bench import cpu_model, snr_db
 from bench.saving import save_report
 

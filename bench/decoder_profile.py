@@ -15,8 +15,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from app.codec.neucodec.loading import load_decoder
 from app.core.device import resolve_device, synchronize
+from app.families.neucodec.codec.loading import load_decoder
 
 
 def main() -> None:

@@ -7,7 +7,8 @@
 The LM is a random Qwen3 in the real model's shape (``--shape qwen3-1.7b``: Qwen3-1.7B's config, as
 ``python -m app.tools.precision`` builds it; speed does not depend on the weight values) with the fixture
 tokenizer (bytes, the special tokens and the 65,536 speech tokens), built once in memory and shared by
-both engines (``app.lm.transformers_source._load`` is replaced by one returning it). ``--shape small``
+both engines (``app.families.neucodec.lm.transformers_source._load`` is replaced by one returning it).
+``--shape small``
 is a 4-layer, 1024-wide Qwen3 for a quick look.
 
 At each concurrency level N, N requests (different prompts of about 40 tokens, seeded sampling at the
@@ -19,7 +20,7 @@ first code, over the time from then to the end: the decode rate once every prefi
 one-at-a-time engine, N > 1 requests are never all in, so it is the rate of the last one alone). One
 warmup request per engine first.
 
-The engines: ``one-at-a-time`` (``TransformersTokenSource``, ``LM_BATCH_SIZE=1``), ``batched`` (the
+The engines: ``one-at-a-time`` (``TransformersTokenSource``, ``LM_MAX_BATCH=1``), ``batched`` (the
 default: ``BatchedTokenSource``, prompts admitted together prefilled as one group) and
 ``batched-serial-prefill`` (the same with ``LM_PREFILL_ROWS=1``: one prompt prefilled at a time).
 
@@ -43,13 +44,19 @@ from typing import Any
 import torch
 
 from app.core.device import resolve_device
-from app.lm import transformers_source
-from app.lm.batched_source import BatchedTokenSource
-from app.lm.prompt import tts_prompt
-from app.lm.transformers_source import TransformersTokenSource
-from app.lm.types import GenerationParams, TokenSource
-from app.tools.fixtures.lm import EOS_TOKEN, MAX_POSITIONS, PAD_TOKEN, SPECIAL_TOKENS, _write_tokenizer
-from app.tools.precision.parts.neucodec_lm import QWEN3_1_7B
+from app.families.neucodec.fixtures.lm import (
+    EOS_TOKEN,
+    MAX_POSITIONS,
+    PAD_TOKEN,
+    SPECIAL_TOKENS,
+    _write_tokenizer,
+)
+from app.families.neucodec.lm.batched_source import BatchedTokenSource
+from app.families.neucodec.lm.transformers_source import TransformersTokenSource
+from app.families.neucodec.lm.types import GenerationParams, TokenSource
+from app.families.neucodec.precision.lm import QWEN3_1_7B
+from app.families.neucodec.prompt import tts_prompt
+from app.families.neucodec.lm import transformers_source
 
 SMALL: dict[str, Any] = QWEN3_1_7B | {
     "hidden_size": 1024,

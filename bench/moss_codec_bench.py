@@ -40,12 +40,12 @@ import numpy as np
 import torch
 
 from app.codec.batch_stats import BatchStats
-from app.codec.moss.config import MossCodecConfig
-from app.codec.moss.loading import load_codec
-from app.codec.moss.model import MossAudioCodec
-from app.codec.moss.service import MossCodecOptions, MossCodecService
 from app.core.device import resolve_device
-from app.tools.fixtures.moss_codec import TINY_MOSS_CONFIG, random_codec
+from app.families.moss.codec.config import MossCodecConfig
+from app.families.moss.codec.loading import load_codec
+from app.families.moss.codec.model import MossAudioCodec
+from app.families.moss.codec.service import MossCodecOptions, MossCodecService
+from app.families.moss.fixtures.codec import TINY_MOSS_CONFIG, random_codec
 from bench.saving import save_report
 
 NQ = 16

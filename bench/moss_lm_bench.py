@@ -47,15 +47,15 @@ import numpy as np
 import torch
 
 from app.core.device import resolve_device, synchronize
-from app.lm.moss.config import official_config
-from app.lm.moss.engine import MossFrameEngine
-from app.lm.moss.loader import LoadedMoss, choose_attention, choose_dtype, load_moss_lm, special_ids
-from app.lm.moss.model import MossTTSRealtime
-from app.lm.moss.prompt import MossPrompter
-from app.lm.moss.sampling import RowParams, choose_codes
-from app.lm.moss.types import FrameJob, FrameSampling
-from app.tools.fixtures.lm import write_byte_tokenizer
-from app.tools.fixtures.moss_tts import PAD_TOKEN, SPECIAL_TOKENS, TINY_MOSS_TTS_CONFIG, random_moss_lm
+from app.families.moss.fixtures.lm import PAD_TOKEN, SPECIAL_TOKENS, TINY_MOSS_TTS_CONFIG, random_moss_lm
+from app.families.moss.lm.config import official_config
+from app.families.moss.lm.engine import MossFrameEngine
+from app.families.moss.lm.loader import LoadedMoss, choose_attention, choose_dtype, load_moss_lm, special_ids
+from app.families.moss.lm.model import MossTTSRealtime
+from app.families.moss.lm.prompt import MossPrompter
+from app.families.moss.lm.sampling import RowParams, choose_codes
+from app.families.moss.lm.types import FrameJob, FrameSampling
+from app.families.neucodec.fixtures.lm import write_byte_tokenizer
 from bench.moss_codec_bench import cpu_model
 from bench.saving import save_report
 

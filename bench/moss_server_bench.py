@@ -39,22 +39,22 @@ import numpy as np
 
 from app.api.schemas import SpeechRequest
 from app.audio.decoder_pool import ReferenceDecoder
-from app.codec.moss.config import MossCodecConfig
 from app.config import Settings
 from app.core.stats import UtteranceStats
+from app.families.moss.codec.config import MossCodecConfig
 from app.families.moss.family import FRAMES_PER_SECOND, MossFamily
-from app.families.moss.lm import MossLM
+from app.families.moss.fixtures.codec import TINY_MOSS_CONFIG, random_codec
+from app.families.moss.lm.loader import LoadedMoss
+from app.families.moss.lm.prompt import MossPrompter
+from app.families.moss.lm.stage import MossLM
+from app.families.moss.lm.types import FrameJob, FrameSampling, Turn
 from app.interleave.service import Interleave
-from app.lm.moss.loader import LoadedMoss
-from app.lm.moss.prompt import MossPrompter
-from app.lm.moss.types import FrameJob, FrameSampling, Turn
 from app.observability.metrics import Metrics
 from app.synthesis.engine import Engine, build_normalizer
 from app.synthesis.registry import VoiceRegistry
 from app.synthesis.service import SpeechService
 from app.synthesis.voice_stores.factory import build_voice_store
 from app.text.duration import speech_seconds
-from app.tools.fixtures.moss_codec import TINY_MOSS_CONFIG, random_codec
 from bench.moss_lm_bench import TEXT, build, machine, moss_parser
 from bench.saving import save_report
 
@@ -142,8 +142,8 @@ async def run(args: argparse.Namespace, loaded: LoadedMoss, counts: list[int]) -
         settings = Settings(
             _env_file=None,  # type: ignore[call-arg]
             MODEL_FAMILIES=["moss"],
-            MOSS_TTS_DEVICE=args.device,
-            MOSS_VOICE_PROMPTS=False,
+            MOSS_DEVICE=args.device,
+            MOSS_REFERENCE_VOICES=False,
             MOSS_MAX_BATCH=max(counts),
             MOSS_FIRST_CHUNK_FRAMES=args.first_chunk,
             MOSS_MAX_CHUNK_FRAMES=max(args.first_chunk, 8),
@@ -156,10 +156,12 @@ async def run(args: argparse.Namespace, loaded: LoadedMoss, counts: list[int]) -
         prompter = CutPrompter(MossPrompter(loaded.tokenizer, loaded.ids), args.prefill_rows)
 
         def lm_loader(s: Settings, device: str) -> MossLM:
-            from app.lm.moss.engine import MossFrameEngine
+            from app.families.moss.lm.engine import MossFrameEngine
 
-            engine = MossFrameEngine(loaded, max_batch=s.MOSS_MAX_BATCH, max_cached_rows=s.MOSS_CACHE_ROWS)
-            return MossLM(prompter, engine, min(loaded.max_positions, s.MOSS_CACHE_ROWS))
+            engine = MossFrameEngine(
+                loaded, max_batch=s.MOSS_MAX_BATCH, max_cached_rows=s.MOSS_CACHE_POSITIONS
+            )
+            return MossLM(prompter, engine, min(loaded.max_positions, s.MOSS_CACHE_POSITIONS))
 
         family = MossFamily(
             settings,

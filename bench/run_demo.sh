@@ -28,7 +28,7 @@ trap cleanup EXIT
   >"$LOGS/lm.log" 2>&1 &
 pids+=($!)
 LM_BACKEND=http TTS_API="http://127.0.0.1:$LM_PORT" CODEC_MODEL="$FIXTURES/codec" DEVICE=cpu \
-  VC_ENABLED=false HOST=127.0.0.1 PORT="$API_PORT" LOG_LEVEL=warning "$PY" -m app >"$LOGS/api.log" 2>&1 &
+  REFERENCE_VOICES=false HOST=127.0.0.1 PORT="$API_PORT" LOG_LEVEL=warning "$PY" -m app >"$LOGS/api.log" 2>&1 &
 pids+=($!)
 
 for _ in $(seq 120); do

@@ -218,7 +218,7 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
                     "TTS_API": f"http://127.0.0.1:{lm_port}",
                     "CODEC_MODEL": str(codec_dir),
                     "DEVICE": "cpu",
-                    "VC_ENABLED": "false",
+                    "REFERENCE_VOICES": "false",
                     "HOST": "127.0.0.1",
                     "PORT": str(port),
                     "LOG_LEVEL": "warning",

@@ -608,7 +608,7 @@ class DemoStack:
             "TTS_API": f"http://127.0.0.1:{lm_port}",
             "CODEC_MODEL": str(codec),
             "DEVICE": "cpu",
-            "VC_ENABLED": "false",
+            "REFERENCE_VOICES": "false",
             "HOST": "127.0.0.1",
             "PORT": str(self.api_port),
             "LOG_LEVEL": "warning",

@@ -43,11 +43,11 @@ import numpy as np
 import torch
 
 from app.audio.stitcher import Stitcher, StitchSchedule
-from app.codec.neucodec.config import NeuCodecConfig
-from app.codec.neucodec.decoder import NeuCodecDecoder
-from app.codec.neucodec.loading import load_decoder
 from app.core import defaults
-from app.tools.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
+from app.families.neucodec.codec.config import NeuCodecConfig
+from app.families.neucodec.codec.decoder import NeuCodecDecoder
+from app.families.neucodec.codec.loading import load_decoder
+from app.families.neucodec.fixtures.codec import TINY_CODEC_CONFIG, write_codec_checkpoint
 from bench.saving import save_report
 
 FRAMES_PER_S = 50  # 20 ms envelope frames

@@ -42,8 +42,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from app.audio.stitcher import StitchSchedule
 from app.config import Settings
 from app.core.types import FinishReason
+from app.families.neucodec.lm.types import GenerationParams
 from app.families.neucodec.pipeline import UtteranceStats, synthesize
-from app.lm.types import GenerationParams
 from app.observability.tracing import (
     Tracing,
     current_context,

@@ -11,13 +11,14 @@ import pytest
 import torch
 
 from app.config import Settings
-from app.tools.fixtures.codec import write_codec_checkpoint
-from app.tools.fixtures.lm import write_tiny_lm
-from app.tools.fixtures.moss_tts import write_moss_tts
+from app.core.settings import env_names
+from app.families.moss.fixtures.lm import write_moss_tts
+from app.families.neucodec.fixtures.codec import write_codec_checkpoint
+from app.families.neucodec.fixtures.lm import write_tiny_lm
 
 
 def pytest_configure() -> None:
-    for name in Settings.model_fields:
+    for name in env_names(Settings):
         os.environ.pop(name, None)
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in the suite may reach a hub
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -62,6 +63,6 @@ def moss_tts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_moss_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random MOSS codec checkpoint (official layout, seed 0), written once per session."""
-    from app.tools.fixtures.moss_codec import write_moss_codec
+    from app.families.moss.fixtures.codec import write_moss_codec
 
     return write_moss_codec(tmp_path_factory.mktemp("moss_codec") / "tiny")

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import OPENAI_VOICES, Settings
+from app.config import Settings
+from app.core.settings import ServerSettings, env_names
+from app.core.voices import OPENAI_VOICES
+from app.families.registry import specs
 from tests.conftest import make_settings
 
 ENV_EXAMPLE = Path(__file__).resolve().parents[1] / ".env_example"
@@ -18,6 +21,49 @@ def test_env_example_lists_exactly_the_settings() -> None:
     keys = re.findall(r"^([A-Z][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), flags=re.MULTILINE)
     assert len(keys) == len(set(keys)), "a setting is listed twice"
     assert set(keys) == set(Settings.model_fields)
+
+
+def test_each_family_s_settings_are_its_block_of_env_example() -> None:
+    """Shared settings come first; each registered family's own settings are exactly its block."""
+    blocks: dict[str, set[str]] = {"": set()}
+    current = ""
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if line.startswith("# === family: "):
+            current = line.removeprefix("# === family: ").split()[0]
+            blocks[current] = set()
+        elif match := re.match(r"^([A-Z][A-Z0-9_]*)=", line):
+            blocks[current].add(match.group(1))
+    assert blocks.pop("") == set(ServerSettings.model_fields)
+    assert set(blocks) == {spec.name for spec in specs()}
+    for spec in specs():
+        assert blocks[spec.name] == set(spec.settings.model_fields) - set(ServerSettings.model_fields)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "value", "expected"),
+    [
+        ("LM_BATCH_SIZE", "LM_MAX_BATCH", "3", 3),
+        ("LM_BATCH_CACHE_TOKENS", "LM_CACHE_POSITIONS", "999", 999),
+        ("VC_ENABLED", "REFERENCE_VOICES", "false", False),
+        ("DEFAULT_SPEAKER", "DEFAULT_VOICE", "idayu", "idayu"),
+        ("MOSS_TTS_DEVICE", "MOSS_DEVICE", "cpu", "cpu"),
+        ("MOSS_TTS_DTYPE", "MOSS_LM_DTYPE", "bfloat16", "bfloat16"),
+        ("MOSS_TTS_ATTENTION", "MOSS_LM_ATTENTION", "eager", "eager"),
+        ("MOSS_CACHE_ROWS", "MOSS_CACHE_POSITIONS", "4096", 4096),
+        ("MOSS_VOICE_PROMPTS", "MOSS_REFERENCE_VOICES", "false", False),
+    ],
+)
+def test_renamed_settings_still_read_their_old_names(
+    monkeypatch: pytest.MonkeyPatch, old: str, new: str, value: str, expected: object
+) -> None:
+    monkeypatch.setenv(old, value)
+    assert getattr(Settings(_env_file=None), new) == expected
+    assert old in env_names(Settings) and new in env_names(Settings)
+
+
+def test_model_families_must_be_registered() -> None:
+    with pytest.raises(ValidationError, match="choose from neucodec, moss"):
+        make_settings(MODEL_FAMILIES="neucodec,cosyvoice")
 
 
 def test_env_example_values_are_the_defaults() -> None:
@@ -43,7 +89,7 @@ def test_seed_defaults() -> None:
 
 def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPEAKERS", " anna , ben ")
-    monkeypatch.setenv("DEFAULT_SPEAKER", "ben")
+    monkeypatch.setenv("DEFAULT_VOICE", "ben")
     s = Settings(_env_file=None)
     assert s.SPEAKERS == ["anna", "ben"]
     # unset aliases: every OpenAI voice maps to a configured voice (the default when its own is absent)
@@ -58,7 +104,7 @@ def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"DEFAULT_SPEAKER": "nobody"},
+        {"DEFAULT_VOICE": "nobody"},
         {"SPEAKERS": ""},
         {"VOICE_ALIASES": "alloy=nobody"},
         {"VOICE_ALIASES": "alloy"},

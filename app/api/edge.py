@@ -16,14 +16,14 @@ from app.api.body_cap import BodyCapMiddleware, BodyTooLarge, too_large
 from app.api.body_timeout import BodyReadTimeout, BodyTimeoutMiddleware
 from app.api.drain import DrainMiddleware
 from app.api.head import HeadMiddleware
-from app.config import Settings
 from app.core.errors import RequestTimeout
 from app.core.routes import UPLOAD_PATHS
+from app.core.settings import ServerSettings
 
 CLOSE = {"Connection": "close"}
 
 
-def install_edge(app: FastAPI, settings: Settings) -> None:
+def install_edge(app: FastAPI, settings: ServerSettings) -> None:
     """Add the edge middlewares (outside those added before) and the handlers of their errors."""
 
     async def on_timeout(request: Request, exc: BodyReadTimeout) -> Response:

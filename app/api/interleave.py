@@ -77,6 +77,7 @@ async def get_interleave(interleave_id: InterleaveId, request: Request) -> Inter
     except StoreError as exc:
         raise Unavailable(f"The interleave store is unavailable: {exc}") from exc
     s = interleave.settings
+    window = request.app.state.engine.default.context_window()  # the default model's
     turns = [
         TurnInfo(
             voice=turn.voice,
@@ -95,8 +96,8 @@ async def get_interleave(interleave_id: InterleaveId, request: Request) -> Inter
         ttl_s=s.INTERLEAVE_TTL_S,
         max_retain_interleave=s.MAX_RETAIN_INTERLEAVE,
         max_s=s.INTERLEAVE_MAX_S,
-        max_model_len=s.LM_MAX_MODEL_LEN,
-        min_gen_tokens=s.INTERLEAVE_MIN_GEN_TOKENS,
+        max_model_len=window.positions,
+        min_gen_tokens=window.min_generation,
     )
 
 

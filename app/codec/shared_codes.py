@@ -27,7 +27,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from app.config import Settings
+from app.core.settings import ServerSettings
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def shared_codes_for(settings: Settings, family: str) -> RedisSharedCodes | FileSharedCodes | None:
+def shared_codes_for(settings: ServerSettings, family: str) -> RedisSharedCodes | FileSharedCodes | None:
     """Encoded references of ``family`` shared with the other processes in the voice store: Redis (every
     replica) or ``VOICES_DIR/.references/<family>`` (one host's workers); none when REFERENCE_CACHE_SIZE
     is 0."""

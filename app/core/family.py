@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from app.core.settings import ServerSettings
 from app.core.stats import UtteranceStats
 from app.core.types import Attributes
 from app.core.voices import VoiceCatalog
@@ -57,6 +58,15 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class ContextWindow:
+    """A family's context window, which history and prompts are fitted to: its length and the room a new
+    generation always keeps, in the family's own units (NeuCodec: LM tokens; MOSS: frame positions)."""
+
+    positions: int
+    min_generation: int
+
+
+@dataclass(frozen=True)
 class ReferenceFormat:
     """How a family takes reference audio: the rate it wants the clip at, the shape of its codes, and
     whether it needs the clip's transcript."""
@@ -91,10 +101,11 @@ class SpeechJob:
     text: str
     voice: str | ReferenceVoice
     sampling: Sampling
-    first_chunk_s: float
-    """Audio in the first chunk, in seconds (the API's ``playback_speed``)."""
-    overlap_s: float
-    """Future context decoded with each chunk, in seconds (``playback_overlap_speed``)."""
+    first_chunk_s: float | None = None
+    """Audio in the first chunk, in seconds (the API's ``playback_speed``); None: the family's default."""
+    overlap_s: float | None = None
+    """Future context decoded with each chunk, in seconds (``playback_overlap_speed``); None: the family's
+    default."""
     interleave_id: str | None = None
     retain_turns: int = 0
     attributes: Attributes = field(default_factory=dict)
@@ -143,6 +154,10 @@ class ModelFamily(Protocol):
         """What the family chose at startup and why (for ``/ready``), e.g. its codec's precision."""
         ...
 
+    def context_window(self) -> ContextWindow:
+        """The window its prompts and history are fitted to."""
+        ...
+
     async def plan(self, job: SpeechJob) -> Utterance:
         """Check ``job`` and prepare it; raises APIError for anything known before the first byte."""
         ...
@@ -156,3 +171,20 @@ class ModelFamily(Protocol):
         ``samples`` are float32 mono at ``reference.rate``, shape (S,); ``digest`` is their content hash,
         the cache key."""
         ...
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """A model family as the registry (``app.families.registry``) lists it: its name, its settings class
+    (composed into ``app.config.Settings``) and where the rest of it lives, imported only when used."""
+
+    name: str
+    """What ``MODEL_FAMILIES`` calls it."""
+    settings: type[ServerSettings]
+    """Its settings class: a ``ServerSettings`` subclass holding the family's own fields."""
+    family: str
+    """``module:Class`` of its ``ModelFamily``, built as ``Class(settings, interleave, metrics)``."""
+    fixtures: str
+    """Module of its tiny-checkpoint writer: ``add_arguments(parser)`` and ``write(out, args)``."""
+    precision: str
+    """Module whose ``PARTS`` lists its parts for the precision tool."""

@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 
 from app.core.errors import InvalidRequest, echo
 
+OPENAI_VOICES = (
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "onyx",
+    "nova", "sage", "shimmer", "verse", "marin", "cedar",
+)  # fmt: skip
+"""OpenAI's voice names: each family answers to them as aliases of its own voices."""
+
 
 @dataclass(frozen=True)
 class VoiceCatalog:

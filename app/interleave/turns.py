@@ -14,8 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.core.constants import TOKENS_PER_SECOND
-from app.lm.speech_tokens import SPEECH_CODES
+from app.core.constants import CODE_VALUES, TOKENS_PER_SECOND
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ class Turn:
         rate = obj.get("codes_per_second", TOKENS_PER_SECOND)
         if not (isinstance(voice, str) and isinstance(text, str) and isinstance(codes, list) and codes):
             raise ValueError("a turn needs a voice, a text and at least one code")
-        if not all(type(code) is int and 0 <= code < SPEECH_CODES for code in codes):
+        if not all(type(code) is int and 0 <= code < CODE_VALUES for code in codes):
             raise ValueError("turn codes must be integers in 0..65535")
         if type(rate) is not int or rate < 1:
             raise ValueError("codes_per_second must be a positive integer")

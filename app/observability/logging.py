@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from app.config import Settings
+from app.core.settings import ServerSettings
 from app.observability.progress import PROGRESS_LOGGER, ProgressThrottle
 from app.observability.tracing import trace_ids
 
@@ -104,7 +104,7 @@ def log_format(setting: str, stream: TextIO) -> str:
     return "text" if isatty is not None and isatty() else "json"
 
 
-def make_handler(settings: Settings, stream: TextIO) -> logging.Handler:
+def make_handler(settings: ServerSettings, stream: TextIO) -> logging.Handler:
     """The handler for ``stream``: in-place progress on a terminal in text, throttled progress otherwise."""
     fmt = log_format(settings.LOG_FORMAT, stream)
     isatty = getattr(stream, "isatty", None)
@@ -118,7 +118,7 @@ def make_handler(settings: Settings, stream: TextIO) -> logging.Handler:
     return handler
 
 
-def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
+def configure_logging(settings: ServerSettings, stream: TextIO | None = None) -> None:
     """Root logging to ``stream`` (stderr) in LOG_FORMAT at LOG_LEVEL (uvicorn's loggers propagate to it)."""
     handler = make_handler(settings, stream or sys.stderr)
     root = logging.getLogger()

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from app.config import Settings
 from app.core.routes import UNTRACED_PATHS
+from app.core.settings import ServerSettings
 from app.core.types import Attributes, AttributeValue
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ async def _traced_stream(
             handle.end()
 
 
-def _traces_endpoint(settings: Settings) -> str | None:
+def _traces_endpoint(settings: ServerSettings) -> str | None:
     """The OTLP/HTTP traces URL the settings name, if any (the signal path appended to base URLs)."""
     if settings.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:
         return settings.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
@@ -292,7 +292,7 @@ def _traces_endpoint(settings: Settings) -> str | None:
     return base.rstrip("/") + "/v1/traces"
 
 
-def gate_reason(settings: Settings) -> str | None:
+def gate_reason(settings: ServerSettings) -> str | None:
     """Why spans stay off under ``settings`` (None: the settings open the gate)."""
     if not settings.ENABLE_TRACING_SPANS:
         return "hot-path spans are off (ENABLE_TRACING_SPANS=false)."
@@ -310,14 +310,14 @@ def _request_span_details(scope: MutableMapping[str, Any]) -> tuple[str, dict[st
 class Tracing:
     """The tracing state of one app: a closed gate (``reason``) or a provider and its tracer."""
 
-    def __init__(self, settings: Settings, reason: str | None, provider: TracerProvider | None) -> None:
+    def __init__(self, settings: ServerSettings, reason: str | None, provider: TracerProvider | None) -> None:
         self.settings = settings
         self.reason = reason
         self.provider = provider
         self._live = _Live(provider.get_tracer("app.tts")) if provider is not None else None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Tracing:
+    def from_settings(cls, settings: ServerSettings) -> Tracing:
         """Decide the gate; when open, a sampled provider (exporters are attached in ``start``)."""
         reason = gate_reason(settings)
         if reason is not None:

@@ -2,18 +2,21 @@
 
 Built once in the lifespan of ``create_app`` (``start``) and closed at shutdown (``close``); routes
 reach it through ``request.app.state.engine``. Nothing here runs at import. ``MODEL_FAMILIES`` names
-the families to load; the first is the default, which also answers to OpenAI's model names.
+the families to load (from ``app.families.registry``); the first is the default, which also answers to
+OpenAI's model names.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import import_module
 
-from app.config import Settings
 from app.core.errors import InvalidRequest, NotFound, echo
-from app.core.family import OPENAI_MODELS, ModelFamily, openai_model
+from app.core.family import OPENAI_MODELS, FamilySpec, ModelFamily, openai_model
+from app.core.settings import ServerSettings
+from app.families.registry import specs
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
 from app.synthesis.registry import VoiceRegistry
@@ -23,26 +26,19 @@ from app.text.normalizer import TextNormalizer
 
 log = logging.getLogger(__name__)
 
-FamilyBuilder = Callable[[Settings, Interleave, Metrics], ModelFamily]
+
+def build_family(
+    spec: FamilySpec, settings: ServerSettings, interleave: Interleave, metrics: Metrics
+) -> ModelFamily:
+    """The family ``spec`` describes, built from its own view of ``settings`` (imported only now)."""
+    module, _, name = spec.family.partition(":")
+    family: ModelFamily = getattr(import_module(module), name)(
+        spec.settings.of(settings), interleave, metrics
+    )
+    return family
 
 
-def _neucodec(settings: Settings, interleave: Interleave, metrics: Metrics) -> ModelFamily:
-    from app.families.neucodec.family import NeuCodecFamily
-
-    return NeuCodecFamily(settings, interleave, metrics)
-
-
-def _moss(settings: Settings, interleave: Interleave, metrics: Metrics) -> ModelFamily:
-    from app.families.moss.family import MossFamily
-
-    return MossFamily(settings, interleave, metrics)
-
-
-FAMILIES: dict[str, FamilyBuilder] = {"neucodec": _neucodec, "moss": _moss}
-"""The families ``MODEL_FAMILIES`` can name, by name (each imported only when loaded)."""
-
-
-def build_normalizer(settings: Settings) -> TextNormalizer:
+def build_normalizer(settings: ServerSettings) -> TextNormalizer:
     """The text normalizer; its llm mode only when OPENAI_BASE_URL and OPENAI_MODEL_NAME are set."""
     llm = None
     if settings.OPENAI_BASE_URL and settings.OPENAI_MODEL_NAME:
@@ -60,7 +56,7 @@ def build_normalizer(settings: Settings) -> TextNormalizer:
 class Engine:
     """Long-lived state of one server process."""
 
-    settings: Settings
+    settings: ServerSettings
     families: list[ModelFamily]
     normalizer: TextNormalizer
     registry: VoiceRegistry
@@ -68,11 +64,20 @@ class Engine:
     metrics: Metrics = field(default_factory=Metrics)
 
     @classmethod
-    def from_settings(cls, settings: Settings, metrics: Metrics | None = None) -> Engine:
-        """The engine with the families MODEL_FAMILIES names (built, not started)."""
+    def from_settings(
+        cls,
+        settings: ServerSettings,
+        metrics: Metrics | None = None,
+        registered: Sequence[FamilySpec] | None = None,
+    ) -> Engine:
+        """The engine with the families MODEL_FAMILIES names among ``registered`` (the registry's unless
+        given), built, not started."""
         metrics = metrics if metrics is not None else Metrics()
         interleave = Interleave.from_settings(settings, metrics)
-        families = [FAMILIES[name](settings, interleave, metrics) for name in settings.MODEL_FAMILIES]
+        by_name = {spec.name: spec for spec in (specs() if registered is None else registered)}
+        families = [
+            build_family(by_name[name], settings, interleave, metrics) for name in settings.MODEL_FAMILIES
+        ]
         reserved = [name for family in families for name in family.voices.names()]
         registry = VoiceRegistry.of(build_voice_store(settings), settings.MAX_REGISTERED_VOICES, reserved)
         return cls(settings, families, build_normalizer(settings), registry, interleave, metrics)

@@ -1,4 +1,4 @@
-"""Request planning: every request default resolved here, once, against ``Settings`` and the family.
+"""Request planning: every request default resolved here, once, against ``ServerSettings`` and the family.
 
 The HTTP layer hands over its validated request models; they are read through the protocols below, so
 this module never imports the wire schemas. Everything that can be rejected is rejected here, before
@@ -11,14 +11,14 @@ import time
 from typing import Literal, Protocol, TypeVar
 
 from app.audio.post import PostOptions
-from app.config import Settings
 from app.core.errors import InvalidRequest, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
+from app.core.settings import ServerSettings
 from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
-from app.lm.prompt import clean_text
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
+from app.text.clean import clean_text
 from app.text.normalizer import NormalizeResult
 from app.text.speakable import require_speakable
 
@@ -159,7 +159,7 @@ def request_attributes(opts: SynthesisFields) -> Attributes:
 
 
 def speech_job(
-    settings: Settings,
+    settings: ServerSettings,
     family: ModelFamily,
     opts: SynthesisFields,
     text: str,
@@ -173,15 +173,15 @@ def speech_job(
         text=text,
         voice=voice,
         sampling=sampling(family, opts),
-        first_chunk_s=given(opts.playback_speed, settings.DEFAULT_PLAYBACK_SPEED),
-        overlap_s=given(opts.playback_overlap_speed, settings.DEFAULT_PLAYBACK_OVERLAP_SPEED),
+        first_chunk_s=opts.playback_speed,
+        overlap_s=opts.playback_overlap_speed,
         interleave_id=interleave_id,
         retain_turns=given(retain_turns, settings.MAX_RETAIN_INTERLEAVE),
         attributes=request_attributes(opts),
     )
 
 
-def post_options(settings: Settings, opts: SynthesisFields) -> PostOptions:
+def post_options(settings: ServerSettings, opts: SynthesisFields) -> PostOptions:
     """The post-PCM chain this request asks for, with the settings' defaults."""
     return PostOptions(
         response_format=opts.response_format,

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import REFERENCE_RATE, AsyncReadable, ReferenceAudio, read_limited
-from app.config import Settings
+from app.core.settings import ServerSettings
 
 
-async def read_upload(settings: Settings, upload: AsyncReadable, param: str) -> bytes:
+async def read_upload(settings: ServerSettings, upload: AsyncReadable, param: str) -> bytes:
     """The upload's bytes (413 past MAX_UPLOAD_BYTES)."""
     return await read_limited(upload, settings.MAX_UPLOAD_BYTES, param)
 
 
 async def read_reference(
-    settings: Settings,
+    settings: ServerSettings,
     decoder: ReferenceDecoder,
     upload: AsyncReadable,
     param: str,

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from app.core.constants import CODE_VALUES
 from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
-from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class RegisteredVoice:
         for family, family_codes in by_family.items():
             if not isinstance(family_codes, list) or not family_codes:
                 raise ValueError(f"missing codes for {family!r}")
-            if not all(isinstance(c, int) and 0 <= c < SPEECH_CODES for c in family_codes):
+            if not all(isinstance(c, int) and 0 <= c < CODE_VALUES for c in family_codes):
                 raise ValueError("codes out of range")
         if not isinstance(created, int) or (consent is not None and not isinstance(consent, str)):
             raise ValueError("bad created_at or consent")

@@ -24,7 +24,7 @@ from app.audio import decoder_pool
 from app.audio.io import ReferenceAudio
 from app.config import Settings
 from app.core.errors import Unavailable
-from app.lm.prompt import estimate_tokens
+from app.families.neucodec.prompt import estimate_tokens
 from app.main import create_app
 from tests.api.conftest import REFERENCE_TEXT, http_settings, serve_app
 from tests.api.test_speech_http import assert_openai_error, body

@@ -13,8 +13,8 @@ import pytest
 
 from app.config import Settings
 from app.core.types import FinishReason
-from app.lm.prompt import estimate_tokens
-from app.lm.types import GenerationParams
+from app.families.neucodec.lm.types import GenerationParams
+from app.families.neucodec.prompt import estimate_tokens
 from app.main import create_app
 from app.synthesis.engine import Engine
 from tests.api.conftest import http_settings, serve, serve_app

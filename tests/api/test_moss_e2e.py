@@ -64,7 +64,7 @@ async def both(
         "MOSS_CODEC_MODEL": str(tiny_moss_codec_dir),
         "INTERLEAVE_STORE": "memory",
         "VOICES_DIR": str(tmp_path / "voices"),
-        "MOSS_CACHE_ROWS": 600,  # the window a request may take (the tiny backbone's is 4096)
+        "MOSS_CACHE_POSITIONS": 600,  # the window a request may take (the tiny backbone's is 4096)
     }
     async for served in serve_real(overrides, base):
         yield served

@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from app.lm.prompt import estimate_tokens
+from app.families.neucodec.prompt import estimate_tokens
 from tests.api.conftest import http_settings, serve
 from tests.fakes.fake_vllm import FakeVLLM, Script
 

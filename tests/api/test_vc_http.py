@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from app.audio.io import load_reference
-from app.codec.neucodec.encoder import frames_for
-from app.codec.neucodec.loading import load_encoder
-from app.codec.worker import CodecWorker
+from app.families.neucodec.codec.encoder import frames_for
+from app.families.neucodec.codec.loading import load_encoder
+from app.families.neucodec.codec.worker import CodecWorker
 from tests.api.conftest import REFERENCE_TEXT, http_settings, serve
 from tests.api.test_speech_formats import parse_sse
 from tests.api.test_speech_http import assert_openai_error
@@ -225,10 +225,10 @@ async def test_vc_disabled_loads_no_encoder(
     tiny_codec_dir: Path, fake_vllm: FakeVLLM, reference_wav: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the encoder must not be loaded when VC_ENABLED=false")
+        raise AssertionError("the encoder must not be loaded when REFERENCE_VOICES=false")
 
-    monkeypatch.setattr("app.codec.neucodec.loading.load_encoder", refuse)
-    async with serve(http_settings(tiny_codec_dir, fake_vllm.url, VC_ENABLED=False)) as url:
+    monkeypatch.setattr("app.families.neucodec.codec.loading.load_encoder", refuse)
+    async with serve(http_settings(tiny_codec_dir, fake_vllm.url, REFERENCE_VOICES=False)) as url:
         error = assert_openai_error(await post_vc(url, reference_wav), 400)
         assert error["code"] == "vc_disabled"
         async with httpx.AsyncClient() as client:

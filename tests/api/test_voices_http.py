@@ -157,7 +157,7 @@ async def test_registering_needs_the_encoder_but_registered_voices_do_not(
         httpx.AsyncClient(base_url=url, timeout=30) as client,
     ):
         assert (await register(client, "kept", reference_wav)).status_code == 201
-    settings = settings_for(tiny_codec_dir, fake_vllm, tmp_path / "voices", VC_ENABLED=False)
+    settings = settings_for(tiny_codec_dir, fake_vllm, tmp_path / "voices", REFERENCE_VOICES=False)
     async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         refused = assert_openai_error(await register(client, "new", reference_wav), 400)
         assert refused["code"] == "vc_disabled"

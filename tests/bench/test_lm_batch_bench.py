@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.lm import transformers_source
+from app.families.neucodec.lm import transformers_source
 from bench.lm_batch_bench import main
 
 

@@ -32,7 +32,9 @@ async def paced_vllm() -> AsyncIterator[FakeVLLM]:
 async def demo_url(tiny_codec_dir: Path, paced_vllm: FakeVLLM) -> AsyncIterator[str]:
     # max_tokens=96 bounds each generation; a pace at which every eval sentence fits 96 codes keeps one
     # LM request per speech request (the fake speaks 12 codes a word, cut at 96)
-    settings = http_settings(tiny_codec_dir, paced_vllm.url, VC_ENABLED=False, LONG_INPUT_CHARS_PER_S=100)
+    settings = http_settings(
+        tiny_codec_dir, paced_vllm.url, REFERENCE_VOICES=False, LONG_INPUT_CHARS_PER_S=100
+    )
     async with serve(settings) as url:
         yield url
 

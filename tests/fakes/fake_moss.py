@@ -1,4 +1,5 @@
-"""Stand-ins for the MOSS LM stage (``app.lm.moss``), with the contract's interfaces: a prompter whose
+"""Stand-ins for the MOSS LM stage (``app.families.moss.lm``), with the contract's interfaces: a prompter
+whose
 rows are easy to count and a frame engine that yields deterministic frames.
 
 ``FakePrompter.job`` lays out ``SYSTEM_ROWS`` rows, one per reference frame, one per history text id and
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.core.errors import Unavailable
-from app.families.moss.lm import MossLM
-from app.lm.moss.types import FrameJob, FrameSampling, Turn
+from app.families.moss.lm.stage import MossLM
+from app.families.moss.lm.types import FrameJob, FrameSampling, Turn
 
 SYSTEM_ROWS = 10
 FRAMES_PER_ID = 2

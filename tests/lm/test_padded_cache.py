@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
+from app.families.neucodec.lm.transformers_source import _load
 from app.lm.padded_cache import GROW_MIN, GrowingLayer, PrefillGroup, new_cache
-from app.lm.transformers_source import _load
 
 
 @dataclass(eq=False)

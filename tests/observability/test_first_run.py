@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from app.config import Settings
+from app.core.settings import env_names
 from app.observability.startup_errors import INVALID_SETTINGS, STARTUP_FAILED
 from tests.fakes.fake_hub import FakeHub
 
@@ -41,7 +42,7 @@ def server_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
     inherited = {
         key: value
         for key, value in os.environ.items()
-        if key not in Settings.model_fields and not key.startswith(("HF_", "TRANSFORMERS_"))
+        if key not in env_names(Settings) and not key.startswith(("HF_", "TRANSFORMERS_"))
     }
     return {
         **inherited,
@@ -51,7 +52,7 @@ def server_env(tmp_path: Path, **overrides: str) -> dict[str, str]:
         "LM_BACKEND": "http",
         "TTS_API": f"http://127.0.0.1:{closed_port()}",
         "DEVICE": "cpu",
-        "VC_ENABLED": "false",
+        "REFERENCE_VOICES": "false",
         "HOST": "127.0.0.1",
         "PORT": str(closed_port()),
         "VOICES_DIR": str(tmp_path / "voices"),

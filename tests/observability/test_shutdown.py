@@ -52,7 +52,7 @@ async def test_sigterm_drains_in_flight_streams(tiny_codec_dir: Path, tmp_path: 
         "TTS_API": fake.url,
         "CODEC_MODEL": str(tiny_codec_dir),
         "DEVICE": "cpu",
-        "VC_ENABLED": "false",
+        "REFERENCE_VOICES": "false",
         "PORT": str(port),
         "HOST": "127.0.0.1",
         "SHUTDOWN_GRACE_S": "2",

@@ -13,8 +13,8 @@ from huggingface_hub.errors import (
 )
 from pydantic import ValidationError
 
-from app.codec.neucodec.loading import CheckpointError
 from app.core.device import resolve_device
+from app.families.neucodec.codec.loading import CheckpointError
 from app.observability.startup_errors import (
     INVALID_SETTINGS,
     STARTUP_FAILED,

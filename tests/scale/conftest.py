@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from app.config import Settings
+from app.core.settings import env_names
 from tests.api.conftest import fake_vllm, reference_wav  # noqa: F401  (fixtures shared with the API tests)
 from tests.interleave.conftest import REDIS_URL, redis_prefix  # noqa: F401  (a test's own Redis keys)
 
@@ -45,7 +46,7 @@ class ServerProcess:
 
 def server_env(settings: dict[str, str], multiproc_dir: Path | None) -> dict[str, str]:
     """The process environment of a server: this one without any setting, plus ``settings``."""
-    env = {k: v for k, v in os.environ.items() if k not in Settings.model_fields}
+    env = {k: v for k, v in os.environ.items() if k not in env_names(Settings)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     if multiproc_dir is not None:
         env["PROMETHEUS_MULTIPROC_DIR"] = str(multiproc_dir)

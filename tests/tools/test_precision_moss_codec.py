@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from app.families.moss.precision.codec import voiced_signal
+from app.families.shared.run_config import RunConfig
 from app.tools.precision.__main__ import EXIT_FAIL, EXIT_PASS, EXIT_USAGE, main
 from app.tools.precision.audio import mel_power
 from app.tools.precision.compare import compare_runs
-from app.tools.precision.configs import RunConfig
 from app.tools.precision.parts import get_part
-from app.tools.precision.parts.moss_codec import voiced_signal
 from app.tools.precision.runs import Run, load_run, save_run
 
 FRAMES = 6

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.lm.moss.loader import load_moss_lm
-from app.lm.moss.prompt import MossPrompter
-from app.lm.moss.types import AUDIO_BOS, AUDIO_PAD, CODEBOOKS
+from app.families.moss.lm.loader import load_moss_lm
+from app.families.moss.lm.prompt import MossPrompter
+from app.families.moss.lm.types import AUDIO_BOS, AUDIO_PAD, CODEBOOKS
+from app.families.moss.precision.lm import PROMPT_TEXT, REFERENCE_FRAMES
+from app.families.shared.run_config import RunConfig
 from app.tools.precision.__main__ import EXIT_FAIL, EXIT_PASS, main
 from app.tools.precision.compare import compare_runs
-from app.tools.precision.configs import RunConfig
 from app.tools.precision.parts import get_part
-from app.tools.precision.parts.moss_lm import PROMPT_TEXT, REFERENCE_FRAMES
 from app.tools.precision.runs import Run
 
 LAYERS = ["backbone.layer.00", "backbone.layer.01", "backbone.norm"]

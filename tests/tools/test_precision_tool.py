@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from app.families.shared.run_config import RunConfig
 from app.tools.precision.__main__ import EXIT_FAIL, EXIT_PASS, EXIT_USAGE, main
 from app.tools.precision.compare import Comparison, Thresholds, check_same_inputs, compare_runs, judge
-from app.tools.precision.configs import RunConfig
 from app.tools.precision.metrics import NextTokenAgreement, TensorAgreement
 from app.tools.precision.parts import get_part
 from app.tools.precision.runs import Run, environment, load_run, save_run

@@ -2,14 +2,14 @@
 
 Owns the LM stage (``lm.MossLM``: prompter, frame engine, window), the MOSS codec service (streamed
 decodes batched across streams; the encoder for voice prompts), the content cache of encoded references
-and its built-in voices, all built from ``Settings`` and started in ``start``. ``plan`` resolves the
+and its built-in voices, all built from ``MossSettings`` and started in ``start``. ``plan`` resolves the
 voice (``default`` = no voice prompt, a shipped clip, or reference codes from ``/v1/audio/vc`` and
 registered voices), the sampling (the request's speech fields over the seed's defaults), the history of
 an interleave id, and fits it all to the backbone window; ``MossUtterance.stream`` (``utterance.py``)
 runs the frames through a codec stream of its own (``speak``) and stores the finished turn before the
 stream ends.
 
-A text that one generation cannot speak is cut into parts (``app.families.long_input``): a part's
+A text that one generation cannot speak is cut into parts (``app.families.shared.long_input``): a part's
 estimated speech, at 12.5 frames per second, must fit ``max_tokens`` and the room its plain prompt
 leaves in the window. A text that fits is one part, as before. Each part is planned like a request of
 its own (voice, sampling, the seed derived with ``part_seed``); the interleave history goes to the
@@ -35,28 +35,28 @@ import numpy as np
 
 from app.audio.splice import width_samples
 from app.codec.reference_cache import ReferenceCache
-from app.config import Settings
 from app.core.errors import InvalidRequest, Unavailable
-from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
-from app.families.long_input import Budget, cut_into_parts, part_seed
+from app.core.family import Capabilities, ContextWindow, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
 from app.families.moss import history
-from app.families.moss.lm import MossLM, load_lm
+from app.families.moss.lm.stage import MossLM, load_lm
+from app.families.moss.lm.types import AUDIO_VOCAB, CODE_VALUES, CODEBOOKS, FrameJob, FrameSampling, Turn
+from app.families.moss.settings import MossSettings
 from app.families.moss.speak import ChunkSchedule
 from app.families.moss.utterance import MossUtterance, PlannedPart
 from app.families.moss.voices import DEFAULT_VOICE, catalog, clip_paths, encode_clips
+from app.families.shared.long_input import Budget, cut_into_parts, part_seed
 from app.hub import REPO_ID_RE
 from app.interleave.service import Interleave
 from app.interleave.turns import Turn as StoredTurn
-from app.lm.moss.types import AUDIO_VOCAB, CODE_VALUES, CODEBOOKS, FrameJob, FrameSampling, Turn
 from app.observability.metrics import Metrics
 from app.observability.startup import startup_step
 
 if TYPE_CHECKING:
     import torch
 
-    from app.codec.moss.model import MossAudioCodec
-    from app.codec.moss.service import MossCodecService
     from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
+    from app.families.moss.codec.model import MossAudioCodec
+    from app.families.moss.codec.service import MossCodecService
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +68,24 @@ MIN_ROOM_FRAMES = 13
 SEED_SAMPLING = FrameSampling()
 """The seed's recommended sampling: temperature 0.8, top_p 0.6, top_k 30, repetition penalty 1.1."""
 
-LMLoader = Callable[[Settings, str], MossLM]
-"""Settings and the device -> the LM stage (blocking; run in a worker thread)."""
-CodecLoader = Callable[[Settings, "torch.device"], "MossAudioCodec"]
-"""Settings and the device -> the MOSS codec (blocking; run in a worker thread)."""
+LMLoader = Callable[[MossSettings, str], MossLM]
+"""MossSettings and the device -> the LM stage (blocking; run in a worker thread)."""
+CodecLoader = Callable[[MossSettings, "torch.device"], "MossAudioCodec"]
+"""MossSettings and the device -> the MOSS codec (blocking; run in a worker thread)."""
 
 
-def load_codec(settings: Settings, device: torch.device) -> MossAudioCodec:
-    """MOSS_CODEC_MODEL on ``device``: its encoder only with MOSS_VOICE_PROMPTS, its transformers in
+def load_codec(settings: MossSettings, device: torch.device) -> MossAudioCodec:
+    """MOSS_CODEC_MODEL on ``device``: its encoder only with MOSS_REFERENCE_VOICES, its transformers in
     MOSS_CODEC_DTYPE."""
     import torch
 
-    from app.codec.moss.loading import load_codec as load
+    from app.families.moss.codec.loading import load_codec as load
 
     dtype = torch.bfloat16 if settings.MOSS_CODEC_DTYPE == "bfloat16" else torch.float32
-    return load(settings.MOSS_CODEC_MODEL, device, with_encoder=settings.MOSS_VOICE_PROMPTS, dtype=dtype)
+    return load(settings.MOSS_CODEC_MODEL, device, with_encoder=settings.MOSS_REFERENCE_VOICES, dtype=dtype)
 
 
-def model_ids(settings: Settings) -> tuple[str, ...]:
+def model_ids(settings: MossSettings) -> tuple[str, ...]:
     """MOSS_MODEL_NAME, and MOSS_TTS_MODEL too when it is a Hub id (a local path is no model name)."""
     ids = [settings.MOSS_MODEL_NAME]
     if REPO_ID_RE.match(settings.MOSS_TTS_MODEL) and settings.MOSS_TTS_MODEL not in ids:
@@ -93,7 +93,7 @@ def model_ids(settings: Settings) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | None:
+def shared_codes(settings: MossSettings) -> RedisSharedCodes | FileSharedCodes | None:
     """Encoded references shared with the other processes, beside the NeuCodec family's (its own keys)."""
     if settings.REFERENCE_CACHE_SIZE == 0:
         return None
@@ -111,7 +111,7 @@ class MossFamily:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: MossSettings,
         interleave: Interleave,
         metrics: Metrics,
         *,
@@ -144,16 +144,16 @@ class MossFamily:
         return model_ids(self.settings)
 
     async def start(self) -> None:
-        """Load the codec (with its encoder when MOSS_VOICE_PROMPTS) and the LM off the event loop, start
+        """Load the codec (with its encoder when MOSS_REFERENCE_VOICES) and the LM off the event loop, start
         the codec's batchers and the frame engine, then encode the built-in voice clips."""
-        from app.codec.moss.service import MossCodecOptions, MossCodecService
         from app.core.device import resolve_device
+        from app.families.moss.codec.service import MossCodecOptions, MossCodecService
         from app.observability import tracing
 
         s = self.settings
-        setting = "MOSS_TTS_DEVICE" if s.MOSS_TTS_DEVICE else "DEVICE"
-        async with startup_step(setting, s.MOSS_TTS_DEVICE or s.DEVICE, "MOSS device"):
-            device = resolve_device(s.MOSS_TTS_DEVICE or s.DEVICE)
+        setting = "MOSS_DEVICE" if s.MOSS_DEVICE else "DEVICE"
+        async with startup_step(setting, s.MOSS_DEVICE or s.DEVICE, "MOSS device"):
+            device = resolve_device(s.MOSS_DEVICE or s.DEVICE)
         log.info("loading MOSS codec %s on %s (%s)", s.MOSS_CODEC_MODEL, device, s.MOSS_CODEC_DTYPE)
         async with startup_step("MOSS_CODEC_MODEL", s.MOSS_CODEC_MODEL, "MOSS codec"):
             model = await asyncio.to_thread(self.codec_loader, s, device)
@@ -177,8 +177,8 @@ class MossFamily:
             await self.shared_codes.start()
         if self.clips:
             async with startup_step("MOSS_VOICES_DIR", s.MOSS_VOICES_DIR, "MOSS voices"):
-                if not s.MOSS_VOICE_PROMPTS:
-                    raise ValueError("the voice clips need the codec encoder: set MOSS_VOICE_PROMPTS=true")
+                if not s.MOSS_REFERENCE_VOICES:
+                    raise ValueError("the voice clips need the codec encoder: set MOSS_REFERENCE_VOICES=true")
                 self.voice_codes = await encode_clips(s, self.clips, self.encode_reference)
         self._details = {"device": str(device), "codec_dtype": s.MOSS_CODEC_DTYPE}
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
@@ -195,6 +195,11 @@ class MossFamily:
         if self.codec is not None:
             await self.codec.close()
             self.codec = None
+
+    def context_window(self) -> ContextWindow:
+        """The backbone window (or the cache budget when smaller), in frame positions, once the LM is
+        loaded (0 before), and the room a prompt always leaves."""
+        return ContextWindow(self.lm.max_positions if self.lm is not None else 0, MIN_ROOM_FRAMES)
 
     def details(self) -> dict[str, object]:
         """Device, codec dtype and the frame engine's choices (dtype, attention, batch)."""
@@ -215,9 +220,9 @@ class MossFamily:
         return self.lm, self.codec
 
     def check_can_encode(self) -> None:
-        if not self.settings.MOSS_VOICE_PROMPTS:
+        if not self.settings.MOSS_REFERENCE_VOICES:
             raise InvalidRequest(
-                "Voice prompts are disabled for the MOSS model on this server (MOSS_VOICE_PROMPTS=false).",
+                "Voice prompts are disabled for the MOSS model on this server (MOSS_REFERENCE_VOICES=false).",
                 code="vc_disabled",
             )
         self.parts()

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from app.families.moss.lm.types import Turn
 from app.interleave.turns import Turn as StoredTurn
 from app.interleave.turns import trailing_run
-from app.lm.moss.types import Turn
 
 CODEBOOKS = 16
 CODE_VALUES = 1024

@@ -1,5 +1,5 @@
 """MossUtterance: one planned MOSS request, spoken as one generation or, for a long input, as several
-parts played as one stream (``app.families.parts``).
+parts played as one stream (``app.families.shared.parts``).
 
 Each part runs its frames through a codec stream of its own (``speak``), opened with its first chunk.
 Part k > 0 is prompted with part k - 1 as a history turn (its text and frames, laid out as any earlier
@@ -25,16 +25,16 @@ from app.core.family import SpeechJob
 from app.core.stats import UtteranceStats
 from app.core.types import Attributes
 from app.families.moss import history
-from app.families.moss.lm import MossLM
+from app.families.moss.lm.stage import MossLM
+from app.families.moss.lm.types import FrameJob, Turn
 from app.families.moss.speak import ChunkSchedule, speak
-from app.families.parts import Part, play_parts
+from app.families.shared.parts import Part, play_parts
 from app.interleave.ids import HEADER, header_echo
 from app.interleave.service import Interleave
-from app.lm.moss.types import FrameJob, Turn
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
-    from app.codec.moss.service import MossCodecService, MossStream
+    from app.families.moss.codec.service import MossCodecService, MossStream
 
 
 class Backends(Protocol):

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from app.audio.io import load_reference
-from app.config import OPENAI_VOICES, Settings
-from app.core.voices import VoiceCatalog
+from app.core.voices import OPENAI_VOICES, VoiceCatalog
+from app.families.moss.settings import MossSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def clip_paths(directory: str) -> dict[str, Path]:
     return clips
 
 
-def catalog(settings: Settings, clips: dict[str, Path]) -> VoiceCatalog:
+def catalog(settings: MossSettings, clips: dict[str, Path]) -> VoiceCatalog:
     """``default`` and the clips' voices, MOSS_DEFAULT_VOICE as the default, OpenAI's names as aliases of
     it (unless a clip has that name). ValueError when MOSS_DEFAULT_VOICE names no voice."""
     voices = (DEFAULT_VOICE, *clips)
@@ -56,7 +56,9 @@ def catalog(settings: Settings, clips: dict[str, Path]) -> VoiceCatalog:
     return VoiceCatalog(voices, default, aliases)
 
 
-async def encode_clips(settings: Settings, clips: dict[str, Path], encode: Encode) -> dict[str, np.ndarray]:
+async def encode_clips(
+    settings: MossSettings, clips: dict[str, Path], encode: Encode
+) -> dict[str, np.ndarray]:
     """Each clip's codes ``(frames, 16)``: read, decoded to 24 kHz mono (MIN/MAX_REFERENCE_S apply) in a
     worker thread, then encoded. Raises InvalidRequest for a clip that is not usable audio."""
     codes: dict[str, np.ndarray] = {}

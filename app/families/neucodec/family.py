@@ -1,10 +1,10 @@
 """NeuCodecFamily: the speech-token LM (vLLM over HTTP or in-process), the stitcher and the codec.
 
-Owns the LM source, the codec worker (decoder, and the encoder when VC_ENABLED), the reference-code
+Owns the LM source, the codec worker (decoder, and the encoder when REFERENCE_VOICES), the reference-code
 cache and the interleave service, all built from ``Settings`` and started in ``start``. ``plan`` turns a
 ``SpeechJob`` into a ``NeuCodecUtterance`` (``utterance.py``): the prompt, with interleave history when
 asked, and for a text that one generation cannot speak, the parts it is cut into
-(``app.families.long_input``: codes at 50 per second against ``max_tokens`` and the room the prompt
+(``app.families.shared.long_input``: codes at 50 per second against ``max_tokens`` and the room the prompt
 leaves in LM_MAX_MODEL_LEN; with interleave, history may take the window down to
 INTERLEAVE_MIN_GEN_TOKENS of room, so that is a bound too).
 """
@@ -23,23 +23,24 @@ import numpy as np
 from app.audio.splice import width_samples
 from app.audio.stitcher import StitchSchedule
 from app.codec.reference_cache import ReferenceCache
-from app.config import Settings
 from app.core.constants import TOKENS_PER_SECOND
 from app.core.errors import InvalidRequest, Unavailable
-from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
+from app.core.family import Capabilities, ContextWindow, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
 from app.core.voices import VoiceCatalog
-from app.families.long_input import Budget, cut_into_parts, part_seed
+from app.families.neucodec.history.conversation import Conversations
+from app.families.neucodec.lm.types import GenerationParams, TokenSource
+from app.families.neucodec.prompt import tts_prompt, vc_prompt
+from app.families.neucodec.settings import NeuCodecSettings
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
+from app.families.shared.long_input import Budget, cut_into_parts, part_seed
 from app.interleave.service import Interleave
-from app.lm.prompt import tts_prompt, vc_prompt
-from app.lm.types import GenerationParams, TokenSource
 from app.observability.metrics import Metrics
 from app.observability.startup import startup_step
 
 if TYPE_CHECKING:
     from app.codec.precision import CodecPrecision
     from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
-    from app.codec.worker import CodecOptions, CodecWorker
+    from app.families.neucodec.codec.worker import CodecOptions, CodecWorker
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class Prompt(NamedTuple):
 
 
 def stitch_schedule(
-    settings: Settings, first_chunk_s: float, overlap_s: float, buckets: tuple[int, ...] | None = None
+    settings: NeuCodecSettings, first_chunk_s: float, overlap_s: float, buckets: tuple[int, ...] | None = None
 ) -> StitchSchedule:
     """The stitcher schedule the settings give a request (``buckets``: CODEC_BUCKETS unless given)."""
     s = settings
@@ -72,16 +73,16 @@ def stitch_schedule(
     )
 
 
-def builtin_voices(settings: Settings) -> VoiceCatalog:
+def builtin_voices(settings: NeuCodecSettings) -> VoiceCatalog:
     """The voices the LM was trained on (SPEAKERS), the default one and the aliases."""
-    return VoiceCatalog(tuple(settings.SPEAKERS), settings.DEFAULT_SPEAKER, dict(settings.VOICE_ALIASES))
+    return VoiceCatalog(tuple(settings.SPEAKERS), settings.DEFAULT_VOICE, dict(settings.VOICE_ALIASES))
 
 
-def build_source(settings: Settings) -> TokenSource:
+def build_source(settings: NeuCodecSettings) -> TokenSource:
     """The speech-token source named by ``LM_BACKEND`` (imported here: torch/transformers load lazily);
-    in-process, the batched engine unless ``LM_BATCH_SIZE`` is 1."""
+    in-process, the batched engine unless ``LM_MAX_BATCH`` is 1."""
     if settings.LM_BACKEND == "http":
-        from app.lm.http_source import HttpTokenSource
+        from app.families.neucodec.lm.http_source import HttpTokenSource
 
         return HttpTokenSource(
             settings.TTS_API,
@@ -90,8 +91,8 @@ def build_source(settings: Settings) -> TokenSource:
             first_token_timeout_s=settings.LM_FIRST_TOKEN_TIMEOUT_S,
             token_timeout_s=settings.LM_TOKEN_TIMEOUT_S,
         )
-    if settings.LM_BATCH_SIZE == 1:
-        from app.lm.transformers_source import TransformersTokenSource
+    if settings.LM_MAX_BATCH == 1:
+        from app.families.neucodec.lm.transformers_source import TransformersTokenSource
 
         return TransformersTokenSource(
             settings.TTS_MODEL,
@@ -99,21 +100,21 @@ def build_source(settings: Settings) -> TokenSource:
             dtype=settings.LM_DTYPE,
             attention_fp32=settings.LM_ATTENTION_FP32,
         )
-    from app.lm.batched_source import BatchedTokenSource
+    from app.families.neucodec.lm.batched_source import BatchedTokenSource
 
     return BatchedTokenSource(
         settings.TTS_MODEL,
         settings.DEVICE,
         dtype=settings.LM_DTYPE,
         attention_fp32=settings.LM_ATTENTION_FP32,
-        batch_size=settings.LM_BATCH_SIZE,
+        batch_size=settings.LM_MAX_BATCH,
         prefill_chunk=settings.LM_PREFILL_CHUNK,
         prefill_rows=settings.LM_PREFILL_ROWS or None,
-        cache_tokens=settings.LM_BATCH_CACHE_TOKENS,
+        cache_tokens=settings.LM_CACHE_POSITIONS,
     )
 
 
-def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | None:
+def shared_codes(settings: NeuCodecSettings) -> RedisSharedCodes | FileSharedCodes | None:
     """Encoded references shared with the other processes in the voice store: Redis (every replica) or
     ``VOICES_DIR/.references/neucodec`` (one host's workers); none when REFERENCE_CACHE_SIZE is 0."""
     if settings.REFERENCE_CACHE_SIZE == 0:
@@ -123,9 +124,9 @@ def shared_codes(settings: Settings) -> RedisSharedCodes | FileSharedCodes | Non
     return shared_codes_for(settings, NAME)
 
 
-def codec_options(settings: Settings) -> CodecOptions:
+def codec_options(settings: NeuCodecSettings) -> CodecOptions:
     """The codec batcher's settings (batching window and size, timeouts, graphs, compile)."""
-    from app.codec.worker import CodecOptions
+    from app.families.neucodec.codec.worker import CodecOptions
 
     return CodecOptions(
         window_s=settings.BATCH_WINDOW_MS / 1000,
@@ -149,7 +150,7 @@ class NeuCodecFamily:
     capabilities = Capabilities(reference_voice=True, multi_turn=True)
     reference = ReferenceFormat(rate=16_000, codebooks=1, needs_transcript=True)  # NeuCodec's encoder input
 
-    def __init__(self, settings: Settings, interleave: Interleave, metrics: Metrics) -> None:
+    def __init__(self, settings: NeuCodecSettings, interleave: Interleave, metrics: Metrics) -> None:
         self.settings = settings
         self.voices = builtin_voices(settings)
         self.defaults = Sampling(
@@ -160,7 +161,7 @@ class NeuCodecFamily:
         self.source = build_source(settings)
         self.shared_codes = shared_codes(settings)
         self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
-        self.interleave = interleave
+        self.conversations = Conversations(settings, interleave)
         self.metrics = metrics
         self.codec: CodecWorker | None = None
         self.codec_precision: CodecPrecision | None = None  # what CODEC_DTYPE=auto chose, and why
@@ -169,14 +170,15 @@ class NeuCodecFamily:
         return (self.settings.MODEL_NAME,)
 
     async def start(self) -> None:
-        """Load the decoder (and the encoder when VC_ENABLED) off the event loop, start the codec worker,
+        """Load the decoder (and the encoder when REFERENCE_VOICES) off the event loop, start the codec
+        worker,
         the LM source and the interleave store."""
         import torch
 
-        from app.codec.neucodec.loading import load_decoder, load_encoder
         from app.codec.precision import choose_precision
-        from app.codec.worker import CodecWorker
         from app.core.device import resolve_device
+        from app.families.neucodec.codec.loading import load_decoder, load_encoder
+        from app.families.neucodec.codec.worker import CodecWorker
         from app.observability import tracing
 
         s = self.settings
@@ -203,7 +205,7 @@ class NeuCodecFamily:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
         encoder = None
-        if s.VC_ENABLED:
+        if s.REFERENCE_VOICES:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
             async with startup_step("CODEC_MODEL", s.CODEC_MODEL, "codec encoder"):
                 encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
@@ -220,7 +222,13 @@ class NeuCodecFamily:
         lm_setting = "TTS_MODEL" if s.LM_BACKEND == "transformers" else "TTS_API"
         async with startup_step(lm_setting, getattr(s, lm_setting), "LM"):
             await self.source.start()
-        await self.interleave.start(self.source)
+        if s.LM_BACKEND == "http" and not await self.source.ready():
+            log.warning(
+                "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 503 and /ready "
+                "reports it until it does",
+                s.TTS_API,
+            )
+        await self.conversations.start(self.source)
         if self.shared_codes is not None:
             await self.shared_codes.start()
         # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
@@ -229,12 +237,16 @@ class NeuCodecFamily:
     async def close(self) -> None:
         """Stop the LM source, the interleave store and the codec worker; safe after a failed start."""
         await self.source.close()
-        await self.interleave.close()
+        await self.conversations.close()
         if self.shared_codes is not None:
             await self.shared_codes.close()
         if self.codec is not None:
             await self.codec.close()
             self.codec = None
+
+    def context_window(self) -> ContextWindow:
+        """The LM window (LM_MAX_MODEL_LEN) and the room history always leaves a new turn."""
+        return ContextWindow(self.settings.LM_MAX_MODEL_LEN, self.settings.INTERLEAVE_MIN_GEN_TOKENS)
 
     def details(self) -> dict[str, object]:
         """The codec's precision: what CODEC_DTYPE chose, and why."""
@@ -245,9 +257,9 @@ class NeuCodecFamily:
         return {"codec": self.codec is not None and self.codec.running, "lm": await self.source.ready()}
 
     def check_can_encode(self) -> None:
-        if not self.settings.VC_ENABLED:
+        if not self.settings.REFERENCE_VOICES:
             raise InvalidRequest(
-                "Voice conversion is disabled on this server (VC_ENABLED=false).", code="vc_disabled"
+                "Voice conversion is disabled on this server (REFERENCE_VOICES=false).", code="vc_disabled"
             )
         if self.codec is None:
             raise Unavailable("The codec is not loaded yet.")
@@ -268,9 +280,13 @@ class NeuCodecFamily:
         text one generation cannot speak is cut into parts, each planned the same way."""
         if self.codec is None:
             raise Unavailable("The codec is not loaded yet.")
-        schedule = self.schedule(job.first_chunk_s, job.overlap_s)
+        s = self.settings
+        schedule = self.schedule(
+            s.DEFAULT_PLAYBACK_SPEED if job.first_chunk_s is None else job.first_chunk_s,
+            s.DEFAULT_PLAYBACK_OVERLAP_SPEED if job.overlap_s is None else job.overlap_s,
+        )
         voice = job.voice
-        interleaved = job.interleave_id is not None and self.interleave.enabled and isinstance(voice, str)
+        interleaved = job.interleave_id is not None and self.conversations.enabled and isinstance(voice, str)
         if isinstance(voice, ReferenceVoice):
             reference = voice
 
@@ -297,7 +313,7 @@ class NeuCodecFamily:
 
         def counted(text: str) -> Prompt:
             prompt = prompt_of(text)
-            return Prompt(prompt, self.interleave.count(prompt))
+            return Prompt(prompt, self.conversations.count(prompt))
 
         def room(prompt: Prompt) -> int:
             return s.LM_MAX_MODEL_LEN - prompt.tokens
@@ -314,7 +330,7 @@ class NeuCodecFamily:
         if not interleaved:
             return NeuCodecUtterance(self, parts, schedule, None, job.attributes, crossfade)
         assert job.interleave_id is not None and isinstance(voice, str)
-        turn = await self.interleave.prepare(
+        turn = await self.conversations.prepare(
             job.interleave_id, voice, parts[0].text, parts[0].params, job.retain_turns
         )
         return NeuCodecUtterance(self, parts, schedule, turn, job.attributes, crossfade)

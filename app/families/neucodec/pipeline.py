@@ -14,7 +14,7 @@ import numpy as np
 
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.core.stats import UtteranceStats
-from app.lm.types import GenerationParams, TokenSource
+from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.observability.tracing import span
 
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]  # codes, play-out deadline

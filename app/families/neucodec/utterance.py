@@ -1,11 +1,11 @@
 """NeuCodecUtterance: one planned NeuCodec request, spoken as one generation or, for a long input, as
-several parts played as one stream (``app.families.parts``).
+several parts played as one stream (``app.families.shared.parts``).
 
 Each generation runs ``pipeline.synthesize``. With an interleave turn, a generation's first audio is held
 until the fallback check has been decided, so a regeneration without history never follows audio. With
-interleave on, part k > 0 is prompted with the parts before it as turns (``Interleave.follow``) and
+interleave on, part k > 0 is prompted with the parts before it as turns (``Conversations.follow``) and
 each part is stored as a turn once all its audio was taken, the last one before the stream ends
-(``Interleave.land``), so before the response's last bytes.
+(``Conversations.land``), so before the response's last bytes.
 """
 
 from __future__ import annotations
@@ -23,23 +23,23 @@ from app.audio.stitcher import StitchSchedule
 from app.core.errors import Unavailable
 from app.core.stats import UtteranceStats
 from app.core.types import Attributes
+from app.families.neucodec.history.conversation import Conversations, InterleaveTurn
+from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.families.neucodec.pipeline import synthesize
-from app.families.parts import Part, play_parts
-from app.interleave.service import Interleave, InterleaveTurn
-from app.lm.prompt import estimate_tokens
-from app.lm.types import GenerationParams, TokenSource
+from app.families.neucodec.prompt import estimate_tokens
+from app.families.shared.parts import Part, play_parts
 from app.observability.tracing import start_span, traced_stream
 
 if TYPE_CHECKING:
-    from app.codec.worker import CodecWorker
+    from app.families.neucodec.codec.worker import CodecWorker
 
 
 class Backends(Protocol):
-    """What an utterance runs on (the family's): the LM source, the codec worker, the interleave service."""
+    """What an utterance runs on (the family's): the LM source, the codec worker, the conversations."""
 
     source: TokenSource
     codec: CodecWorker | None
-    interleave: Interleave
+    conversations: Conversations
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class NeuCodecUtterance:
             async for chunk in self._part(0, stats, lambda: None, time.monotonic):
                 yield chunk
             if self.turn is not None:
-                await self.family.interleave.land(self.turn, stats)
+                await self.family.conversations.land(self.turn, stats)
             return
         chunks = play_parts(len(self.parts), self._part_stream, stats, self.crossfade, self._part_done)
         try:
@@ -138,7 +138,7 @@ class NeuCodecUtterance:
         previous = self.turns[index - 1] if index else None
         if previous is not None and part.previous is not None:
             planned = self.parts[index]
-            follow = self.family.interleave.follow
+            follow = self.family.conversations.follow
             self.turns[index] = await follow(previous, part.previous.stats, planned.text, planned.params)
         async with contextlib.aclosing(self._part(index, part.stats, part.generated, part.clock)) as chunks:
             async for chunk in chunks:  # closed with this stream, not whenever Python finalizes it
@@ -150,9 +150,9 @@ class NeuCodecUtterance:
         if turn is None:
             return
         if last:
-            await self.family.interleave.land(turn, part.stats)
+            await self.family.conversations.land(turn, part.stats)
         else:
-            self.family.interleave.commit(turn, part.stats)
+            self.family.conversations.commit(turn, part.stats)
 
     async def _part(
         self,
@@ -179,7 +179,7 @@ class NeuCodecUtterance:
                 if turn.falls_back(stats):
                     with anyio.CancelScope(shield=True):
                         await chunks.aclose()
-                    self.family.interleave.fell_back()
+                    self.family.conversations.fell_back()
                     turn = self.turns[index] = turn.cold()
                     params = turn.params
                     stats.reset()

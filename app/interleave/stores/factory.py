@@ -6,8 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from app.config import Settings
 from app.core.constants import TOKENS_PER_SECOND
+from app.core.settings import ServerSettings
 from app.interleave.stores.base import TurnStore
 
 DIR_NAME = "tts-interleave"
@@ -20,12 +20,12 @@ def default_store_dir() -> Path:
     return base / DIR_NAME
 
 
-def max_history_codes(settings: Settings) -> int:
+def max_history_codes(settings: ServerSettings) -> int:
     """INTERLEAVE_MAX_S in speech codes (50 per second)."""
     return round(settings.INTERLEAVE_MAX_S * TOKENS_PER_SECOND)
 
 
-def build_store(settings: Settings) -> TurnStore | None:
+def build_store(settings: ServerSettings) -> TurnStore | None:
     """The store ``INTERLEAVE_STORE`` names (None for off); nothing is opened before ``start``."""
     max_codes = max_history_codes(settings)
     ttl_s = settings.INTERLEAVE_TTL_S

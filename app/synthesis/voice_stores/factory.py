@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.config import Settings
+from app.core.settings import ServerSettings
 from app.synthesis.registry import VoiceStore
 
 
-def build_voice_store(settings: Settings) -> VoiceStore:
+def build_voice_store(settings: ServerSettings) -> VoiceStore:
     """Files in VOICES_DIR (one host) or Redis at REDIS_URL (every replica); opened by ``start``."""
     if settings.VOICE_STORE == "redis":
         from app.synthesis.voice_stores.redis import RedisVoiceStore

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from app.core.device import resolve_device
+from app.families.shared.run_config import RunConfig
 from app.tools.precision.compare import NextTokenOptions, Thresholds, compare_runs
-from app.tools.precision.configs import RunConfig
 from app.tools.precision.parts import PARTS, get_part
 from app.tools.precision.report import to_json, to_text
 from app.tools.precision.runs import Run, environment, load_run, save_run

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from app.tools.precision.configs import RunConfig
+from app.families.shared.run_config import RunConfig
 
 FORMAT = "precision-run/1"
 _META_KEY = "precision"

@@ -17,8 +17,8 @@ from app.core.errors import BackendError, InvalidRequest, Unavailable
 from app.core.family import ReferenceVoice, Sampling, SpeechJob
 from app.core.stats import UtteranceStats
 from app.families.moss.family import MIN_ROOM_FRAMES, MossFamily, model_ids
+from app.families.moss.lm.types import FrameJob
 from app.families.moss.voices import DEFAULT_VOICE
-from app.lm.moss.types import FrameJob
 from tests.fakes.fake_moss import FRAMES_PER_ID, SYSTEM_ROWS
 from tests.families.moss.conftest import Parts, build, moss_settings
 
@@ -208,7 +208,7 @@ async def test_encode_reference_gives_flat_frames_and_caches(moss: Parts) -> Non
 
 
 async def test_voice_prompts_can_be_disabled(tiny_moss_codec_dir: Path) -> None:
-    parts = build(moss_settings(tiny_moss_codec_dir, MOSS_VOICE_PROMPTS=False))
+    parts = build(moss_settings(tiny_moss_codec_dir, MOSS_REFERENCE_VOICES=False))
     await parts.family.start()
     try:
         with pytest.raises(InvalidRequest) as refused:

@@ -15,8 +15,8 @@ import numpy as np
 from app.audio.splice import splice, width_samples
 from app.core.family import ReferenceVoice, Sampling
 from app.core.stats import UtteranceStats
-from app.families.long_input import part_seed
 from app.families.moss.family import FRAMES_PER_SECOND
+from app.families.shared.long_input import part_seed
 from app.text.duration import speech_seconds
 from tests.fakes.fake_moss import FRAMES_PER_ID, SYSTEM_ROWS
 from tests.families.moss.conftest import Parts, build, moss_settings

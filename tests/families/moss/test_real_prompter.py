@@ -13,10 +13,10 @@ from app.config import Settings
 from app.core.errors import InvalidRequest
 from app.core.family import ReferenceVoice
 from app.families.moss.family import MossFamily
-from app.families.moss.lm import MossLM
+from app.families.moss.lm.loader import load_moss_lm
+from app.families.moss.lm.prompt import MossPrompter
+from app.families.moss.lm.stage import MossLM
 from app.interleave.service import Interleave
-from app.lm.moss.loader import load_moss_lm
-from app.lm.moss.prompt import MossPrompter
 from app.observability.metrics import Metrics
 from tests.fakes.fake_moss import FakeFrameEngine
 from tests.families.moss.conftest import moss_settings
@@ -81,13 +81,13 @@ async def test_a_text_longer_than_the_window_is_cut_and_a_voice_that_fills_it_is
 def test_the_settings_size_the_real_engine(
     tiny_moss_codec_dir: Path, moss_tts_dir: Path, rows: int, expected: int
 ) -> None:
-    from app.families.moss.lm import load_lm
+    from app.families.moss.lm.stage import load_lm
 
     settings = moss_settings(
         tiny_moss_codec_dir,
         MOSS_TTS_MODEL=str(moss_tts_dir),
         MOSS_MAX_BATCH=3,
-        MOSS_CACHE_ROWS=900,
+        MOSS_CACHE_POSITIONS=900,
         MOSS_PREFILL_ROWS=rows,
     )
     details = load_lm(settings, "cpu").engine.details()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.codec.moss.loading import load_codec
-from app.codec.moss.service import MossCodecService
 from app.core.stats import UtteranceStats
+from app.families.moss.codec.loading import load_codec
+from app.families.moss.codec.service import MossCodecService
 from app.families.moss.speak import ChunkSchedule, speak
 
 FRAME = 1920

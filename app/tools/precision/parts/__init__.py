@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from app.tools.precision.parts.base import Part
-from app.tools.precision.parts.moss_codec import MossCodecPart
-from app.tools.precision.parts.moss_lm import MossBackbonePart, MossLMPart
-from app.tools.precision.parts.neucodec_decoder import NeuCodecDecoderPart
-from app.tools.precision.parts.neucodec_lm import NeuCodecLMPart
+from app.families.moss.precision.codec import MossCodecPart
+from app.families.moss.precision.lm import MossBackbonePart, MossLMPart
+from app.families.neucodec.precision.decoder import NeuCodecDecoderPart
+from app.families.neucodec.precision.lm import NeuCodecLMPart
+from app.families.shared.precision_part import Part
 
 PARTS: dict[str, Part] = {
     part.name: part

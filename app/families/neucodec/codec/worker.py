@@ -1,0 +1,196 @@
+"""CodecWorker: the codec service of one process, a decode batcher and an encode batcher on one device.
+
+``await decode(codes)`` and ``await encode(audio_16k)`` from any request. Each kind has its own queue
+and thread (``app.codec.batcher``), so a long reference encode (a 30 s upload takes minutes on a
+CPU) never holds up the decodes of streams that are playing. Decodes run earliest play-out deadline
+first; on an accelerator they are batched across requests by exact window length (the stitcher cuts
+windows to a few bucket lengths so that lengths coincide), on a CPU one at a time (``batching``), and
+run through a ``DecodeRunner`` (pinned buffers, copy/compute streams, CUDA graphs on cuda).
+Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
+gets the codes it gets alone. Codes are validated on submit: a bad item fails alone, never its batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from app.codec.batcher import Batcher, BatchObserver, SpanRecorder
+from app.codec.graphs import GraphPool
+from app.codec.runner import DecodeRunner, Forward, PreparedBatch
+from app.core import defaults
+from app.core.device import DeviceOps
+from app.core.errors import Unavailable
+from app.families.neucodec.codec.decoder import NeuCodecDecoder
+from app.families.neucodec.codec.encoder import MIN_SAMPLES, NeuCodecEncoder, frames_for
+
+log = logging.getLogger(__name__)
+
+
+class EncoderUnavailable(Unavailable):
+    """503: this worker has no encoder (voice conversion is off)."""
+
+
+@dataclass(frozen=True)
+class CodecOptions:
+    """How the codec batches and runs; the Engine fills it from Settings (defaults: plain, eager)."""
+
+    window_s: float = defaults.BATCH_WINDOW_MS / 1000  # BATCH_WINDOW_MS
+    max_batch: int = defaults.MAX_BATCH_SIZE  # MAX_BATCH_SIZE
+    timeout_s: float = defaults.BATCH_TIMEOUT_S  # BATCH_TIMEOUT
+    max_encode_batch: int = defaults.MAX_ENCODE_BATCH  # MAX_ENCODE_BATCH
+    cuda_graphs: bool = False  # CUDA_GRAPHS (cuda only)
+    graph_batch_sizes: tuple[int, ...] = defaults.CUDA_GRAPH_BUCKETS  # CUDA_GRAPH_BUCKETS
+    graph_lengths: tuple[int, ...] = ()  # captured at startup with every batch size (CODEC_BUCKETS)
+    max_graphs: int = defaults.CUDA_GRAPH_MAX  # CUDA_GRAPH_MAX: startup and lazy captures together
+    compile: bool = False  # TORCH_COMPILE
+    batching: str = "auto"  # CODEC_BATCHING: auto (on accelerators only) | on | off
+    deadlines: bool = True  # CODEC_SCHEDULING: deadline (True) | fifo (False)
+
+    def decode_batch(self, accelerator: bool) -> int:
+        """Most windows in one decode batch: 1 where batching is off (``auto``: off on a CPU, where a
+        batch costs what its windows cost one by one, so batching only delays the first of them)."""
+        on = self.batching == "on" or (self.batching == "auto" and accelerator)
+        return self.max_batch if on else 1
+
+
+def _forward(decoder: NeuCodecDecoder, ops: DeviceOps, compile: bool) -> Forward:
+    """The decoder's forward, compiled with torch.compile (inductor) when asked."""
+    if not compile:
+        return decoder
+    return torch.compile(decoder, dynamic=not ops.is_accelerator)  # cpu: one graph for all shapes
+
+
+class CodecWorker:
+    """Batched codec service: ``await decode(codes)`` -> audio; ``await encode(audio_16k)`` -> codes."""
+
+    def __init__(
+        self,
+        decoder: NeuCodecDecoder,
+        device: torch.device | str | DeviceOps,
+        *,
+        encoder: NeuCodecEncoder | None = None,
+        options: CodecOptions | None = None,
+        observer: BatchObserver | None = None,
+        spans: SpanRecorder | None = None,
+    ) -> None:
+        self.options = options or CodecOptions()
+        self._codebook_size = decoder.config.codebook_size
+        self._encoder = encoder
+        self.ops = device if isinstance(device, DeviceOps) else DeviceOps(device)
+        opts = self.options
+        graphs = None
+        if opts.cuda_graphs and self.ops.supports_graphs and not opts.compile:
+            graphs = GraphPool(decoder, self.ops.device, opts.graph_batch_sizes, opts.max_graphs)
+        self.runner = DecodeRunner(_forward(decoder, self.ops, opts.compile), self.ops, graphs)
+        self.decoder_batcher: Batcher[list[int], np.ndarray, PreparedBatch] = Batcher(
+            "decode",
+            key=len,
+            prepare=self.runner.prepare,
+            run=self._run_decode,
+            max_batch=opts.decode_batch(self.ops.is_accelerator),
+            deadlines=opts.deadlines,
+            bind_thread=self.runner.bind_thread,
+            warmup=self._capture_graphs,
+            observer=observer,
+            spans=spans,
+            timeout_s=opts.timeout_s,
+            window_s=opts.window_s,
+        )
+        self.encoder_batcher: Batcher[np.ndarray, list[int], list[np.ndarray]] | None = None
+        if encoder is not None:
+            self.encoder_batcher = Batcher(
+                "encode",
+                key=lambda audio: 0,  # the encoder groups by padded length itself
+                prepare=list,
+                run=self._run_encode,
+                max_batch=opts.max_encode_batch,
+                bind_thread=self.ops.bind_thread,
+                observer=observer,
+                spans=spans,
+                timeout_s=opts.timeout_s,
+                window_s=opts.window_s,
+            )
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and ``close()``."""
+        return self.decoder_batcher.running
+
+    @property
+    def can_encode(self) -> bool:
+        """True when the worker was given an encoder."""
+        return self._encoder is not None
+
+    def start(self) -> None:
+        """Start the batchers' threads. On cuda with graphs, the decode worker first captures the
+        startup graphs (decodes queue meanwhile)."""
+        self.decoder_batcher.start()
+        if self.encoder_batcher is not None:
+            self.encoder_batcher.start()
+
+    async def decode(self, codes: Sequence[int], deadline: float | None = None) -> np.ndarray:
+        """Decode speech codes to float32 audio of shape ``(len(codes) * hop_length,)``, due at
+        ``deadline`` (``time.monotonic()`` seconds: when the listener runs out of audio; None: now).
+
+        Raises ValueError for codes out of range, BatcherClosed (503) once ``close()`` has begun, BatchTimeout
+        past ``timeout_s``. Cancelling the caller before its item is batched skips its computation.
+        """
+        window = [int(code) for code in codes]  # a copy: the caller may reuse its buffer
+        if not window:
+            return np.zeros(0, dtype=np.float32)
+        low, high = min(window), max(window)
+        if low < 0 or high >= self._codebook_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"speech code {bad} is out of range [0, {self._codebook_size - 1}]")
+        return await self.decoder_batcher.submit(window, deadline)
+
+    async def encode(self, audio_16k: np.ndarray) -> list[int]:
+        """Encode mono 16 kHz audio ``(S,)`` to ``S // 320`` speech codes in [0, codebook_size).
+
+        Raises EncoderUnavailable without an encoder, ValueError for audio that is not 1-D, shorter
+        than 320 samples (20 ms) or not finite, BatcherClosed once ``close()`` has begun.
+        """
+        if self.encoder_batcher is None:
+            raise EncoderUnavailable("speech encoding is not available: the codec encoder is not loaded")
+        audio = np.array(audio_16k, dtype=np.float32)  # a copy, like decode's codes
+        if audio.ndim != 1 or audio.shape[0] < MIN_SAMPLES:
+            raise ValueError(f"audio must be 1-D with at least {MIN_SAMPLES} samples, got {audio.shape}")
+        if not np.isfinite(audio).all():
+            raise ValueError("audio contains NaN or infinite samples")
+        return await self.encoder_batcher.submit(audio)
+
+    async def close(self) -> None:
+        """Stop taking work, fail queued items, let the batches in flight finish and join the threads."""
+        await self.decoder_batcher.close()
+        if self.encoder_batcher is not None:
+            await self.encoder_batcher.close()
+
+    def _capture_graphs(self) -> None:
+        """Startup capture, on the decode worker thread (graphs replay where they were captured)."""
+        graphs = self.runner.graphs
+        if graphs is not None and self.options.graph_lengths:
+            keys = [(b, t) for t in self.options.graph_lengths for b in graphs.batch_sizes]
+            with torch.inference_mode():
+                graphs.capture_all(keys)
+            log.info("captured %d CUDA graphs (%d failed)", len(graphs.captured), len(graphs.failed))
+
+    def _run_decode(self, batch: PreparedBatch) -> tuple[list[np.ndarray | BaseException], bool]:
+        with torch.inference_mode():
+            rows, graph = self.runner.run(batch)
+        return list(rows), graph
+
+    def _run_encode(self, audios: list[np.ndarray]) -> tuple[list[list[int] | BaseException], bool]:
+        """Encode waveforms of any lengths in one call: ``[B, 1, S_max]`` zero-padded, lengths given."""
+        assert self._encoder is not None  # no encode batcher without an encoder
+        lengths = [audio.shape[0] for audio in audios]
+        batch = torch.zeros(len(audios), 1, max(lengths))  # the encoder reads only lengths[i] of row i
+        for row, audio in enumerate(audios):
+            batch[row, 0, : lengths[row]] = torch.from_numpy(audio)
+        with torch.inference_mode():
+            codes = self._encoder.encode(batch, lengths)  # [B, F] on cpu
+        return [codes[row, : frames_for(length)].tolist() for row, length in enumerate(lengths)], False

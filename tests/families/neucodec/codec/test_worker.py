@@ -1,0 +1,191 @@
+"""CodecWorker: one device thread, futures settled on the loop, isolation, cancellation, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+import torch
+
+from app.codec.batcher import BatcherClosed
+from app.families.neucodec.codec.decoder import NeuCodecDecoder
+from app.families.neucodec.codec.worker import CodecWorker
+
+HOP = 480
+
+
+class GatedDecoder:
+    """The real decoder behind a gate: records each call's length; waits for ``release`` first."""
+
+    def __init__(self, decoder: NeuCodecDecoder) -> None:
+        self.decoder = decoder
+        self.config = decoder.config
+        self.calls: list[int] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        self.calls.append(codes.shape[1])
+        self.entered.set()
+        assert self.release.wait(timeout=30)
+        return self.decoder.decode(codes)
+
+
+def _worker_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name.startswith("decode-")}
+
+
+@pytest.fixture
+def threads_before() -> set[threading.Thread]:
+    """Codec threads alive before the test (left by other tests, if any): not this test's business."""
+    return _worker_threads()
+
+
+def _expected(decoder: NeuCodecDecoder, codes: list[int]) -> np.ndarray:
+    return decoder.decode(torch.tensor([codes]))[0].numpy()
+
+
+@pytest.fixture
+async def worker(tiny_decoder: NeuCodecDecoder) -> AsyncIterator[CodecWorker]:
+    codec = CodecWorker(tiny_decoder, "cpu")
+    codec.start()
+    yield codec
+    await codec.close()
+
+
+async def _make_gated(tiny_decoder: NeuCodecDecoder) -> tuple[CodecWorker, GatedDecoder]:
+    gate = GatedDecoder(tiny_decoder)
+    codec = CodecWorker(gate, "cpu")
+    codec.start()
+    return codec, gate
+
+
+async def test_concurrent_decodes_from_many_tasks(worker: CodecWorker, tiny_decoder: NeuCodecDecoder) -> None:
+    rng = np.random.default_rng(0)
+    requests = [rng.integers(0, 65536, size=n).tolist() for n in (1, 5, 12, 3, 30, 8)]
+    results = await asyncio.gather(*(worker.decode(codes) for codes in requests))
+    for codes, audio in zip(requests, results, strict=True):
+        assert audio.dtype == np.float32
+        assert audio.shape == (len(codes) * HOP,)
+        np.testing.assert_array_equal(audio, _expected(tiny_decoder, codes))
+
+
+async def test_a_bad_item_fails_only_its_own_future(
+    worker: CodecWorker, tiny_decoder: NeuCodecDecoder
+) -> None:
+    bad, good = worker.decode([1, 2, 65536]), worker.decode([1, 2, 3])
+    results = await asyncio.gather(bad, good, return_exceptions=True)
+    assert isinstance(results[0], ValueError)
+    assert "65536" in str(results[0])
+    np.testing.assert_array_equal(results[1], _expected(tiny_decoder, [1, 2, 3]))
+    assert (await worker.decode([9] * 4)).shape == (4 * HOP,)  # the thread is still serving
+
+
+async def test_empty_codes_never_reach_the_device(tiny_decoder: NeuCodecDecoder) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    try:
+        audio = await codec.decode([])
+        assert audio.shape == (0,)
+        assert audio.dtype == np.float32
+        assert gate.calls == []
+    finally:
+        gate.release.set()
+        await codec.close()
+
+
+async def test_cancelled_items_are_skipped(tiny_decoder: NeuCodecDecoder) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    try:
+        first = asyncio.create_task(codec.decode([1] * 3))
+        await asyncio.to_thread(gate.entered.wait, 10)  # the thread is busy with `first`
+        doomed = asyncio.create_task(codec.decode([2] * 4))
+        await asyncio.sleep(0)  # `doomed` is queued
+        doomed.cancel()
+        last = asyncio.create_task(codec.decode([3] * 2))
+        await asyncio.sleep(0)
+        gate.release.set()
+        assert (await first).shape == (3 * HOP,)
+        assert (await last).shape == (2 * HOP,)
+        with pytest.raises(asyncio.CancelledError):
+            await doomed
+        assert gate.calls == [3, 2]  # the cancelled item was never computed
+    finally:
+        gate.release.set()
+        await codec.close()
+
+
+async def test_close_fails_queued_items_finishes_current_and_joins(
+    tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
+) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    running = asyncio.create_task(codec.decode([1] * 3))
+    await asyncio.to_thread(gate.entered.wait, 10)
+    queued = asyncio.create_task(codec.decode([2] * 4))
+    await asyncio.sleep(0)
+    closing = asyncio.create_task(codec.close())
+    await asyncio.sleep(0.05)
+    assert not closing.done()  # waiting for the running item, without blocking the loop
+    with pytest.raises(BatcherClosed, match="stopped before this decode ran"):
+        await queued
+    gate.release.set()
+    await closing
+    assert (await running).shape == (3 * HOP,)
+    assert gate.calls == [3]
+    assert not codec.running
+    assert _worker_threads() <= threads_before
+    with pytest.raises(BatcherClosed):
+        await codec.decode([1])
+    await codec.close()  # idempotent
+
+
+async def test_every_close_caller_waits_for_the_thread(
+    tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
+) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    running = asyncio.create_task(codec.decode([1] * 2))
+    await asyncio.to_thread(gate.entered.wait, 10)
+    closers = [asyncio.create_task(codec.close()) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    assert not any(task.done() for task in closers)
+    gate.release.set()
+    await asyncio.gather(*closers, running)
+    assert _worker_threads() <= threads_before
+
+
+async def test_codes_are_copied_when_queued(tiny_decoder: NeuCodecDecoder) -> None:
+    codec, gate = await _make_gated(tiny_decoder)
+    try:
+        first = asyncio.create_task(codec.decode([1] * 2))
+        await asyncio.to_thread(gate.entered.wait, 10)
+        buffer = [7, 8, 9]
+        second = asyncio.create_task(codec.decode(buffer))
+        await asyncio.sleep(0)  # queued
+        buffer[:] = [0, 0, 0]  # the caller reuses its buffer
+        gate.release.set()
+        await first
+        np.testing.assert_array_equal(await second, _expected(tiny_decoder, [7, 8, 9]))
+    finally:
+        gate.release.set()
+        await codec.close()
+
+
+async def test_decode_before_start_and_double_start(
+    tiny_decoder: NeuCodecDecoder, threads_before: set[threading.Thread]
+) -> None:
+    codec = CodecWorker(tiny_decoder, "cpu")
+    with pytest.raises(BatcherClosed, match="not running"):
+        await codec.decode([1])
+    codec.start()
+    try:
+        with pytest.raises(RuntimeError, match="twice or after close"):
+            codec.start()
+    finally:
+        await codec.close()
+    assert _worker_threads() <= threads_before
+
+
+async def test_close_without_start_is_a_no_op(tiny_decoder: NeuCodecDecoder) -> None:
+    await CodecWorker(tiny_decoder, "cpu").close()
