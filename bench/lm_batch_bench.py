@@ -1,15 +1,14 @@
 """In-process LM throughput: the batched engine against the one-at-a-time engine, in one run.
 
-    flock /tmp/heavy.lock .venv/bin/python -m bench.lm_batch_bench [--shape qwen3-1.7b|small]
+    .venv/bin/python -m bench.lm_batch_bench [--shape qwen3-1.7b|small]
         [--concurrency 1,4,8] [--tokens 16] [--device cpu] [--dtype float32]
         [--engines one-at-a-time,batched,batched-serial-prefill] [--out lm_batch_cpu.json]
 
 The LM is a random Qwen3 in the real model's shape (``--shape qwen3-1.7b``: Qwen3-1.7B's config, as
 ``python -m app.tools.precision`` builds it; speed does not depend on the weight values) with the fixture
 tokenizer (bytes, the special tokens and the 65,536 speech tokens), built once in memory and shared by
-both engines (``app.families.neucodec.lm.transformers_source._load`` is replaced by one returning it).
-``--shape small``
-is a 4-layer, 1024-wide Qwen3 for a quick look.
+both engines (``transformers_source.load_lm`` is replaced by one returning it). ``--shape small`` is a
+4-layer, 1024-wide Qwen3 for a quick look.
 
 At each concurrency level N, N requests (different prompts of about 40 tokens, seeded sampling at the
 server's defaults) start together and each generates ``--tokens`` speech tokens (``max_tokens``; a stop
@@ -20,9 +19,9 @@ first code, over the time from then to the end: the decode rate once every prefi
 one-at-a-time engine, N > 1 requests are never all in, so it is the rate of the last one alone). One
 warmup request per engine first.
 
-The engines: ``one-at-a-time`` (``TransformersTokenSource``, ``LM_MAX_BATCH=1``), ``batched`` (the
-default: ``BatchedTokenSource``, prompts admitted together prefilled as one group) and
-``batched-serial-prefill`` (the same with ``LM_PREFILL_ROWS=1``: one prompt prefilled at a time).
+The engines: ``one-at-a-time`` (``LM_MAX_BATCH=1``), ``batched`` (the default: up to the highest level's
+rows decoded together, prompts admitted together prefilled as one group) and ``batched-serial-prefill``
+(the same with ``LM_PREFILL_ROWS=1``: one prompt prefilled at a time).
 
 Prints JSON on stdout and a table on stderr; ``--out`` also writes the JSON to ``bench/results/``.
 """
@@ -51,12 +50,12 @@ from app.families.neucodec.fixtures.lm import (
     SPECIAL_TOKENS,
     _write_tokenizer,
 )
-from app.families.neucodec.lm.batched_source import BatchedTokenSource
+from app.families.neucodec.lm import transformers_source
+from app.families.neucodec.lm.loading import LoadedLM
 from app.families.neucodec.lm.transformers_source import TransformersTokenSource
 from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.families.neucodec.precision.lm import QWEN3_1_7B
 from app.families.neucodec.prompt import tts_prompt
-from app.families.neucodec.lm import transformers_source
 
 SMALL: dict[str, Any] = QWEN3_1_7B | {
     "hidden_size": 1024,
@@ -76,8 +75,8 @@ TEXTS = [
 ]
 
 
-def build_model(shape: str, dtype: torch.dtype, device: torch.device) -> transformers_source._LoadedLM:
-    """A random Qwen3 of ``shape`` with the fixture tokenizer, as ``_load`` would return it."""
+def build_model(shape: str, dtype: torch.dtype, device: torch.device) -> LoadedLM:
+    """A random Qwen3 of ``shape`` with the fixture tokenizer, as ``load_lm`` would return it."""
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
     directory = Path(tempfile.mkdtemp(prefix="lm_batch_bench_"))
@@ -95,7 +94,7 @@ def build_model(shape: str, dtype: torch.dtype, device: torch.device) -> transfo
     model = Qwen3ForCausalLM._from_config(config, dtype=dtype, attn_implementation="sdpa")
     speech = tokenizer.convert_tokens_to_ids([f"<|s_{code}|>" for code in range(65536)])
     allowed = torch.tensor([*speech, token_id[EOS_TOKEN]], dtype=torch.long)
-    return transformers_source._LoadedLM.of(model.to(device).eval(), tokenizer, device, allowed)
+    return LoadedLM.of(model.to(device).eval(), tokenizer, device, allowed)
 
 
 async def one_request(source: TokenSource, params: GenerationParams, t0: float) -> list[tuple[float, int]]:
@@ -144,13 +143,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     device = resolve_device(args.device)
     loaded = build_model(args.shape, dtype, device)
     build_s = time.perf_counter() - started
-    transformers_source._load = lambda *_args, **_kwargs: loaded  # type: ignore[assignment]  # share one model
+    transformers_source.load_lm = lambda *_args, **_kwargs: loaded  # type: ignore[assignment]  # share one model
     levels = [int(n) for n in args.concurrency.split(",")]
     most = max(levels)
     every: dict[str, TokenSource] = {
         "one-at-a-time": TransformersTokenSource("bench", args.device, name="single"),
-        "batched": BatchedTokenSource("bench", args.device, name="batched", batch_size=most),
-        "batched-serial-prefill": BatchedTokenSource(
+        "batched": TransformersTokenSource("bench", args.device, name="batched", batch_size=most),
+        "batched-serial-prefill": TransformersTokenSource(
             "bench", args.device, name="serial-prefill", batch_size=most, prefill_rows=1
         ),
     }

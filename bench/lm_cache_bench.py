@@ -1,7 +1,7 @@
 """Decode-step time of the in-process LM as its KV cache grows: transformers' ``DynamicLayer`` (a
 ``torch.cat`` of the whole cache per step) against our ``GrowingLayer`` (in place), in one run.
 
-    flock /tmp/heavy.lock .venv/bin/python -m bench.lm_cache_bench [--shape qwen3-1.7b|small]
+    .venv/bin/python -m bench.lm_cache_bench [--shape qwen3-1.7b|small]
         [--rows 8] [--lengths 200,800,1600] [--steps 4] [--dtype bfloat16] [--out lm_cache_cpu.json]
 
 For each cache kind and length L: ``--rows`` sequences of L random prompt tokens are prefilled (in chunks

@@ -1,7 +1,7 @@
 """MOSS codec (MOSS-Audio-Tokenizer) on full-size random weights: streamed decode throughput, first-chunk
 latency, voice-prompt encode speed, state memory, and the bf16 decoder's SNR against float32.
 
-    flock /tmp/heavy.lock python -m bench.moss_codec_bench [--codec-dir DIR] [--device cpu]
+    python -m bench.moss_codec_bench [--codec-dir DIR] [--device cpu]
         [--streams 1,8] [--seconds 2] [--chunk 3] [--out moss_codec_cpu.json] [--tiny]
 
 Decode: N streams each decode ``--seconds`` of random codes (16 codebooks) in chunks of ``--chunk``

@@ -1,7 +1,7 @@
 """MOSS-TTS-Realtime's LM on full-size random weights: per-frame latency split, engine throughput at 1, 4
 and 8 concurrent requests, time to first frame, and sdpa against eager attention.
 
-    flock /tmp/heavy.lock python -m bench.moss_lm_bench [--device cpu] [--dtype auto] [--frames 8]
+    python -m bench.moss_lm_bench [--device cpu] [--dtype auto] [--frames 8]
         [--concurrency 1,4,8] [--model-dir DIR] [--tiny] [--out moss_lm_cpu.json]
 
 (``make bench-moss-lm`` runs it on cpu and saves ``bench/results/moss_lm_cpu.json``.)

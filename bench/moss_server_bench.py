@@ -1,7 +1,7 @@
 """MOSS-TTS-Realtime end to end through the speech service: time to first audio and real-time factor
 with full-size random weights (LM and codec), one request alone and several at once.
 
-    flock /tmp/heavy.lock python -m bench.moss_server_bench [--device cpu] [--frames 24]
+    python -m bench.moss_server_bench [--device cpu] [--frames 24]
         [--concurrency 1,4] [--first-chunk 2] [--tiny] [--out moss_server_cpu.json]
 
 What runs is the server's own path without a socket: ``SpeechService.speech`` (normalization, planning,

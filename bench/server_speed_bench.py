@@ -25,7 +25,7 @@ time the listener went without audio (a chunk arriving later than the audio befo
 Reported per server: single-stream first audio (median), throughput at N streams (audio seconds per
 wall second, median over rounds), first audio at N streams (median and p95 over all requests), and
 stalls; then new/old ratios. Prints JSON and a table; ``--out`` writes the JSON to ``bench/results/``.
-Run it alone on the machine (``flock /tmp/heavy.lock``): it is a CPU benchmark.
+Run it alone on the machine: it is a CPU benchmark.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from bench.lm_batch_bench import main
 def test_small_run_reports_every_engine_and_level(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(transformers_source, "_load", transformers_source._load)  # the bench replaces it
+    monkeypatch.setattr(transformers_source, "load_lm", transformers_source.load_lm)  # the bench replaces it
     main(["--shape", "small", "--concurrency", "1,3", "--tokens", "4"])
     report = json.loads(capsys.readouterr().out)
     assert list(report["engines"]) == ["one-at-a-time", "batched", "batched-serial-prefill"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from app.families.neucodec.lm.transformers_source import _load
+from app.families.neucodec.lm.loading import load_lm
 from app.lm.padded_cache import GROW_MIN, GrowingLayer, PrefillGroup, new_cache
 
 
@@ -120,7 +120,7 @@ def test_assigned_keys_become_the_buffer_and_updates_go_on_after_them() -> None:
 def test_a_model_runs_the_same_on_growing_layers(tiny_lm_dir: Path) -> None:
     from transformers.cache_utils import DynamicCache
 
-    lm = _load(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
+    lm = load_lm(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
     ids = lm.tokenizer("<|im_start|>jenny: Hello there!<|speech_start|>", return_tensors="pt").input_ids
     runs = []
     for cache in (DynamicCache(), new_cache(lm.model.config)):

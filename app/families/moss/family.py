@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -44,6 +43,7 @@ from app.families.moss.settings import MossSettings
 from app.families.moss.speak import ChunkSchedule
 from app.families.moss.utterance import MossUtterance, PlannedPart
 from app.families.moss.voices import DEFAULT_VOICE, catalog, clip_paths, encode_clips
+from app.families.shared.lifecycle import Running, warm_post_stages
 from app.families.shared.long_input import Budget, cut_into_parts, part_seed
 from app.hub import REPO_ID_RE
 from app.interleave.service import Interleave
@@ -139,6 +139,7 @@ class MossFamily:
         self.codec: MossCodecService | None = None
         self.voice_codes: dict[str, np.ndarray] = {}  # built-in voice -> its clip's codes (F, 16)
         self._details: dict[str, object] = {}
+        self.running = Running()
 
     def model_ids(self) -> Sequence[str]:
         return model_ids(self.settings)
@@ -166,35 +167,43 @@ class MossFamily:
             num_quantizers=CODEBOOKS,
             reference_cache_size=0,  # the family's cache (shared with other processes) is used instead
         )
-        self.codec = MossCodecService(model, device, options=options, observer=self.metrics, spans=tracing)
-        self.codec.start()
+        codec = MossCodecService(model, device, options=options, observer=self.metrics, spans=tracing)
+        codec.start()
+        self.codec = codec
+        self.running.add("MOSS codec", self._close_codec)
         log.info("loading MOSS LM %s on %s", s.MOSS_TTS_MODEL, device)
         async with startup_step("MOSS_TTS_MODEL", s.MOSS_TTS_MODEL, "MOSS LM"):
-            self.lm = await asyncio.to_thread(self.lm_loader, s, str(device))
-        self.lm.engine.start()
+            lm = await asyncio.to_thread(self.lm_loader, s, str(device))
+        lm.engine.start()
+        self.lm = lm
+        self.running.add("MOSS frame engine", self._close_lm)
         await self.interleave.start()
+        self.running.add("interleave store", self.interleave.close)
         if self.shared_codes is not None:
             await self.shared_codes.start()
+            self.running.add("shared references", self.shared_codes.close)
         if self.clips:
             async with startup_step("MOSS_VOICES_DIR", s.MOSS_VOICES_DIR, "MOSS voices"):
                 if not s.MOSS_REFERENCE_VOICES:
                     raise ValueError("the voice clips need the codec encoder: set MOSS_REFERENCE_VOICES=true")
                 self.voice_codes = await encode_clips(s, self.clips, self.encode_reference)
         self._details = {"device": str(device), "codec_dtype": s.MOSS_CODEC_DTYPE}
-        # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
-        await asyncio.to_thread(importlib.import_module, "scipy.signal")
+        await warm_post_stages()
 
     async def close(self) -> None:
-        """Stop the frame engine, the interleave store and the codec; safe after a failed start."""
-        if self.lm is not None:
-            await self.lm.engine.close()
-            self.lm = None
-        await self.interleave.close()
-        if self.shared_codes is not None:
-            await self.shared_codes.close()
-        if self.codec is not None:
-            await self.codec.close()
-            self.codec = None
+        """Stop what started, the last first (shared references, interleave store, frame engine, codec);
+        safe after a failed start."""
+        await self.running.close()
+
+    async def _close_lm(self) -> None:
+        lm, self.lm = self.lm, None
+        if lm is not None:
+            await lm.engine.close()
+
+    async def _close_codec(self) -> None:
+        codec, self.codec = self.codec, None
+        if codec is not None:
+            await codec.close()
 
     def context_window(self) -> ContextWindow:
         """The backbone window (or the cache budget when smaller), in frame positions, once the LM is

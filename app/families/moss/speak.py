@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.stats import UtteranceStats
-from app.observability.tracing import span
+from app.families.shared.trace import traced_decode
 
 Decode = Callable[[np.ndarray], Awaitable[np.ndarray]]
 """Frames ``(n, 16)`` -> their float32 audio ``(1920 n,)``, following the stream's earlier chunks."""
@@ -83,15 +83,7 @@ async def speak(
 
 
 async def _decoded(decode: Decode, chunk: np.ndarray, stats: UtteranceStats, last: bool) -> np.ndarray:
-    """``decode(chunk)`` timed into ``stats`` and traced as ``tts.chunk`` -> ``codec.decode``."""
-    index = stats.decodes
-    stats.decodes += 1
-    attributes = {"chunk.index": index, "chunk.decode_tokens": len(chunk), "chunk.is_last": last}
-    with span("tts.chunk", attributes) as traced:
-        with span("codec.decode", {"codec.tokens": len(chunk)}):
-            started = time.perf_counter()
-            audio = await decode(chunk)
-            stats.decode_wait_s += time.perf_counter() - started
-        traced.set({"chunk.samples": len(audio)})
+    """``decode(chunk)``, timed and traced (``traced_decode``); its samples counted."""
+    audio = await traced_decode(stats, len(chunk), last, lambda: decode(chunk))
     stats.samples += audio.size
     return audio

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
@@ -32,6 +31,7 @@ from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.families.neucodec.prompt import tts_prompt, vc_prompt
 from app.families.neucodec.settings import NeuCodecSettings
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
+from app.families.shared.lifecycle import Running, warm_post_stages
 from app.families.shared.long_input import Budget, cut_into_parts, part_seed
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
@@ -80,7 +80,7 @@ def builtin_voices(settings: NeuCodecSettings) -> VoiceCatalog:
 
 def build_source(settings: NeuCodecSettings) -> TokenSource:
     """The speech-token source named by ``LM_BACKEND`` (imported here: torch/transformers load lazily);
-    in-process, the batched engine unless ``LM_MAX_BATCH`` is 1."""
+    in-process, ``LM_MAX_BATCH`` generations decode together (1: one at a time)."""
     if settings.LM_BACKEND == "http":
         from app.families.neucodec.lm.http_source import HttpTokenSource
 
@@ -91,18 +91,9 @@ def build_source(settings: NeuCodecSettings) -> TokenSource:
             first_token_timeout_s=settings.LM_FIRST_TOKEN_TIMEOUT_S,
             token_timeout_s=settings.LM_TOKEN_TIMEOUT_S,
         )
-    if settings.LM_MAX_BATCH == 1:
-        from app.families.neucodec.lm.transformers_source import TransformersTokenSource
+    from app.families.neucodec.lm.transformers_source import TransformersTokenSource
 
-        return TransformersTokenSource(
-            settings.TTS_MODEL,
-            settings.DEVICE,
-            dtype=settings.LM_DTYPE,
-            attention_fp32=settings.LM_ATTENTION_FP32,
-        )
-    from app.families.neucodec.lm.batched_source import BatchedTokenSource
-
-    return BatchedTokenSource(
+    return TransformersTokenSource(
         settings.TTS_MODEL,
         settings.DEVICE,
         dtype=settings.LM_DTYPE,
@@ -165,6 +156,7 @@ class NeuCodecFamily:
         self.metrics = metrics
         self.codec: CodecWorker | None = None
         self.codec_precision: CodecPrecision | None = None  # what CODEC_DTYPE=auto chose, and why
+        self.running = Running()
 
     def model_ids(self) -> Sequence[str]:
         return (self.settings.MODEL_NAME,)
@@ -209,7 +201,7 @@ class NeuCodecFamily:
             log.info("loading codec encoder %s on %s", s.CODEC_MODEL, device)
             async with startup_step("CODEC_MODEL", s.CODEC_MODEL, "codec encoder"):
                 encoder = await asyncio.to_thread(load_encoder, s.CODEC_MODEL, device)
-        self.codec = CodecWorker(
+        codec = CodecWorker(
             decoder,
             device,
             encoder=encoder,
@@ -217,32 +209,36 @@ class NeuCodecFamily:
             observer=self.metrics,
             spans=tracing,  # the module's current_context/record_span: no-ops while spans are off
         )
-        self.codec.start()
+        codec.start()
+        self.codec = codec
+        self.running.add("codec", self._close_codec)
         log.info("starting LM source %s", self.source.name)
         lm_setting = "TTS_MODEL" if s.LM_BACKEND == "transformers" else "TTS_API"
         async with startup_step(lm_setting, getattr(s, lm_setting), "LM"):
             await self.source.start()
+        self.running.add("LM source", self.source.close)
         if s.LM_BACKEND == "http" and not await self.source.ready():
             log.warning(
-                "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 503 and /ready "
+                "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 502 and /ready "
                 "reports it until it does",
                 s.TTS_API,
             )
         await self.conversations.start(self.source)
+        self.running.add("interleave store", self.conversations.close)
         if self.shared_codes is not None:
             await self.shared_codes.start()
-        # the loudness stage's filter: imported now, not on the first request (about 2 s cold)
-        await asyncio.to_thread(importlib.import_module, "scipy.signal")
+            self.running.add("shared references", self.shared_codes.close)
+        await warm_post_stages()
 
     async def close(self) -> None:
-        """Stop the LM source, the interleave store and the codec worker; safe after a failed start."""
-        await self.source.close()
-        await self.conversations.close()
-        if self.shared_codes is not None:
-            await self.shared_codes.close()
-        if self.codec is not None:
-            await self.codec.close()
-            self.codec = None
+        """Stop what started, the last first (the shared references, the interleave store, the LM source,
+        the codec worker); safe after a failed start."""
+        await self.running.close()
+
+    async def _close_codec(self) -> None:
+        codec, self.codec = self.codec, None
+        if codec is not None:
+            await codec.close()
 
     def context_window(self) -> ContextWindow:
         """The LM window (LM_MAX_MODEL_LEN) and the room history always leaves a new turn."""

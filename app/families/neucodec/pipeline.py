@@ -15,13 +15,13 @@ import numpy as np
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.core.stats import UtteranceStats
 from app.families.neucodec.lm.types import GenerationParams, TokenSource
-from app.observability.tracing import span
+from app.families.shared.trace import traced_decode
 
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]  # codes, play-out deadline
 
 
 class _ObservedDecode:
-    """``decode`` timed into the stats and traced as ``tts.chunk`` -> ``codec.decode``."""
+    """``decode`` timed into the stats and traced (``traced_decode``)."""
 
     def __init__(self, decode: Decode, stats: UtteranceStats) -> None:
         self.decode = decode
@@ -29,16 +29,7 @@ class _ObservedDecode:
         self.last = False  # set before the stitcher's flush: its decode is the last window
 
     async def __call__(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
-        index = self.stats.decodes
-        self.stats.decodes += 1
-        attributes = {"chunk.index": index, "chunk.decode_tokens": len(codes), "chunk.is_last": self.last}
-        with span("tts.chunk", attributes) as chunk:
-            with span("codec.decode", {"codec.tokens": len(codes)}):
-                started = time.perf_counter()
-                audio = await self.decode(codes, deadline)
-                self.stats.decode_wait_s += time.perf_counter() - started
-            chunk.set({"chunk.samples": len(audio)})
-        return audio
+        return await traced_decode(self.stats, len(codes), self.last, lambda: self.decode(codes, deadline))
 
 
 async def synthesize(

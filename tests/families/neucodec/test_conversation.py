@@ -10,9 +10,9 @@ import pytest
 
 from app.core.stats import UtteranceStats
 from app.core.types import FinishReason
+from app.families.neucodec.history.conversation import Conversations, min_plausible_codes, speech_units
 from app.families.neucodec.lm.types import GenerationParams
 from app.families.neucodec.prompt import estimate_tokens, tts_prompt
-from app.families.neucodec.history.conversation import Conversations, min_plausible_codes, speech_units
 from app.interleave.service import Interleave
 from app.interleave.stores.base import History, StoreError
 from app.interleave.stores.memory import MemoryStore
@@ -176,7 +176,9 @@ async def test_inspect_and_forget_wait_for_pending_commits() -> None:
     interleave.commit(turn, stats("stop", [2]))
     assert await interleave.interleave.forget("room") is True
     await asyncio.sleep(0)
-    assert (await interleave.interleave.inspect("room")).turns == [], "a late commit does not resurrect the id"
+    assert (await interleave.interleave.inspect("room")).turns == [], (
+        "a late commit does not resurrect the id"
+    )
 
 
 class _Source:

@@ -12,7 +12,7 @@ import torch
 from app.families.moss.codec.loading import load_codec
 from app.families.moss.codec.model import MossAudioCodec
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_npu_path_with_a_stand_in_torch_npu() -> None:

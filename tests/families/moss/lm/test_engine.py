@@ -22,7 +22,7 @@ from app.families.moss.lm.loader import LoadedMoss, load_moss_lm
 from app.families.moss.lm.prompt import MossPrompter
 from app.families.moss.lm.types import FrameJob, FrameSampling, Turn
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 GREEDY = FrameSampling(temperature=0.0)
 
 

@@ -1,4 +1,4 @@
-"""BatchedTokenSource on the tiny random LM (float32): batched equals alone, join/leave, grouped
+"""The batched in-process engine on the tiny random LM (float32): batched equals alone, join/leave, grouped
 prefill, cancellation (decoding and mid-prefill), per-row parameters, a failing row, the batch and cache
 bounds, shutdown, and the settings."""
 
@@ -15,12 +15,20 @@ import pytest_asyncio
 
 from app.core.errors import BackendError, Unavailable
 from app.families.neucodec.family import build_source
-from app.families.neucodec.lm.batched_source import BatchedTokenSource
+from app.families.neucodec.lm import engine as engine_module
+from app.families.neucodec.lm.engine import SpeechTokenEngine
 from app.families.neucodec.lm.transformers_source import TransformersTokenSource
 from app.families.neucodec.lm.types import GenerationParams, TokenStream
 from app.families.neucodec.speech_tokens import SPEECH_CODES
-from app.families.neucodec.lm import batched_source
 from tests.conftest import make_settings
+
+
+def batched(tiny_lm_dir: Path, batch_size: int = 8, **kwargs: Any) -> TransformersTokenSource:
+    """The in-process source decoding up to ``batch_size`` generations together (float32)."""
+    return TransformersTokenSource(
+        str(tiny_lm_dir), device="cpu", dtype="float32", batch_size=batch_size, **kwargs
+    )
+
 
 PARAMS = GenerationParams(
     prompt="<|im_start|>jenny: Hello there!<|speech_start|>",
@@ -51,15 +59,15 @@ MIX = [
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def source(tiny_lm_dir: Path) -> AsyncIterator[BatchedTokenSource]:
-    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=5)
+async def source(tiny_lm_dir: Path) -> AsyncIterator[TransformersTokenSource]:
+    lm = batched(tiny_lm_dir, prefill_chunk=5)
     await lm.start()
     yield lm
     await lm.close()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def alone(source: BatchedTokenSource, tiny_lm_dir: Path) -> dict[GenerationParams, list[int]]:
+async def alone(source: TransformersTokenSource, tiny_lm_dir: Path) -> dict[GenerationParams, list[int]]:
     """Each MIX request's codes generated alone, by the one-at-a-time engine."""
     single = TransformersTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32")
     await single.start()
@@ -91,7 +99,7 @@ async def first_then_rest(stream: TokenStream, started: asyncio.Event) -> tuple[
 
 
 async def test_batched_equals_alone_with_rows_joining_and_leaving(
-    source: BatchedTokenSource, alone: dict[GenerationParams, list[int]]
+    source: TransformersTokenSource, alone: dict[GenerationParams, list[int]]
 ) -> None:
     started = asyncio.Event()
     first = first_then_rest(source.generate(MIX[0]), started)
@@ -100,17 +108,17 @@ async def test_batched_equals_alone_with_rows_joining_and_leaving(
     for p, (codes, finish) in zip(MIX, results, strict=True):
         assert codes == alone[p], p
         assert finish == ("length" if len(codes) == p.max_tokens else "stop")
-    assert source.peak_rows >= 3  # they really shared decode steps
+    assert source.engine is not None and source.engine.peak_rows >= 3  # they really shared decode steps
 
 
 async def test_requests_prefilled_together_each_generate_their_codes_alone(
     tiny_lm_dir: Path, alone: dict[GenerationParams, list[int]]
 ) -> None:
     for rows, group in ((None, len(MIX)), (1, 1), (4, 4)):
-        lm = BatchedTokenSource(
-            str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=16, prefill_rows=rows
-        )
+        lm = batched(tiny_lm_dir, prefill_chunk=16, prefill_rows=rows)
         await lm.start()
+        engine = lm.engine
+        assert engine is not None
         lengths = {len(lm.tokenizer(p.prompt).input_ids) for p in MIX}
         assert len(lengths) == len(MIX)  # all but the longest prompt are left-padded in the group
         try:
@@ -118,25 +126,25 @@ async def test_requests_prefilled_together_each_generate_their_codes_alone(
         finally:
             await lm.close()
         assert [codes for codes, _ in results] == [alone[p] for p in MIX], rows
-        assert lm.peak_group == group and lm.peak_rows == len(MIX)
+        assert engine.peak_group == group and engine.peak_rows == len(MIX)
 
 
-def record_forwards(lm: BatchedTokenSource, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
-    """Record the thread's forwards as ("prefill", rows, columns) or ("decode", rows, 1), in order."""
+def record_forwards(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    """Record the engine thread's forwards as ("prefill", rows, columns) or ("decode", rows, 1), in order."""
     forwards: list[tuple[str, int, int]] = []
-    prefill, decode = lm._prefill_step, lm._decode_step
+    prefill, decode = SpeechTokenEngine._prefill_step, SpeechTokenEngine._step
 
-    def prefill_step(model: Any, group: Any, batch: Any) -> None:
-        inputs, _, _ = group.next_chunk(lm.prefill_chunk)
+    def prefill_step(engine: SpeechTokenEngine, group: Any, batch: Any) -> None:
+        inputs, _, _ = group.next_chunk(engine.prefill_chunk)
         forwards.append(("prefill", *inputs.shape))
-        prefill(model, group, batch)
+        prefill(engine, group, batch)
 
-    def decode_step(model: Any, batch: Any) -> None:
+    def decode_step(engine: SpeechTokenEngine, batch: Any) -> None:
         forwards.append(("decode", len(batch.rows), 1))
-        decode(model, batch)
+        decode(engine, batch)
 
-    monkeypatch.setattr(lm, "_prefill_step", prefill_step)
-    monkeypatch.setattr(lm, "_decode_step", decode_step)
+    monkeypatch.setattr(SpeechTokenEngine, "_prefill_step", prefill_step)
+    monkeypatch.setattr(SpeechTokenEngine, "_step", decode_step)
     return forwards
 
 
@@ -150,9 +158,11 @@ async def test_a_running_stream_decodes_between_any_two_prefill_chunks(
         expected = await run(single.generate(runner))
     finally:
         await single.close()
-    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=12)
-    forwards = record_forwards(lm, monkeypatch)
+    lm = batched(tiny_lm_dir, prefill_chunk=12)
+    forwards = record_forwards(monkeypatch)
     await lm.start()
+    assert lm.engine is not None
+    engine = lm.engine
     try:
         started = asyncio.Event()
         running = asyncio.create_task(first_then_rest(lm.generate(runner), started))
@@ -166,7 +176,7 @@ async def test_a_running_stream_decodes_between_any_two_prefill_chunks(
     assert all(len(codes) == 3 for codes, _ in others)
     later = forwards[joined:]
     chunks = [i for i, (kind, _, _) in enumerate(later) if kind == "prefill"]
-    assert len(chunks) >= 15 and lm.peak_group == 3  # the newcomers' long prompts: many chunks of 3 rows
+    assert len(chunks) >= 15 and engine.peak_group == 3  # the newcomers' long prompts: many chunks of 3 rows
     assert all(rows * columns <= 12 for kind, rows, columns in later if kind == "prefill")
     assert all(later[i + 1][0] == "decode" for i in chunks)  # the runner decodes after every chunk
 
@@ -175,18 +185,18 @@ async def test_a_request_cancelled_mid_prefill_leaves_its_group(
     tiny_lm_dir: Path, alone: dict[GenerationParams, list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     todo = MIX[:3]
-    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", prefill_chunk=6)
-    forwards = record_forwards(lm, monkeypatch)
+    lm = batched(tiny_lm_dir, prefill_chunk=6)
+    forwards = record_forwards(monkeypatch)
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[tuple[list[int], str | None]]] = []
-    real = lm._prefill_step
+    real = SpeechTokenEngine._prefill_step
 
-    def prefill_step(model: Any, group: Any, batch: Any) -> None:
+    def prefill_step(engine: SpeechTokenEngine, group: Any, batch: Any) -> None:
         if len(forwards) == 3:  # mid-prefill: the first request's stream is closed
             loop.call_soon_threadsafe(tasks[0].cancel)
-        real(model, group, batch)
+        real(engine, group, batch)
 
-    monkeypatch.setattr(lm, "_prefill_step", prefill_step)
+    monkeypatch.setattr(SpeechTokenEngine, "_prefill_step", prefill_step)
     await lm.start()
     try:
         tasks.extend(asyncio.create_task(run(lm.generate(p))) for p in todo)
@@ -200,7 +210,7 @@ async def test_a_request_cancelled_mid_prefill_leaves_its_group(
     assert 3 <= threes <= 5 and sizes == [3] * threes + [2] * (len(sizes) - threes) and sizes[-1] == 2
 
 
-async def test_rows_keep_their_own_seeds_and_parameters(source: BatchedTokenSource) -> None:
+async def test_rows_keep_their_own_seeds_and_parameters(source: TransformersTokenSource) -> None:
     same = [
         params(0, seed=9, max_tokens=10),
         params(0, seed=9, max_tokens=10),
@@ -212,7 +222,7 @@ async def test_rows_keep_their_own_seeds_and_parameters(source: BatchedTokenSour
 
 
 async def test_cancel_mid_flight_leaves_within_a_step(
-    source: BatchedTokenSource, alone: dict[GenerationParams, list[int]]
+    source: TransformersTokenSource, alone: dict[GenerationParams, list[int]]
 ) -> None:
     doomed = source.generate(params(4, seed=5, max_tokens=5000))
     started = asyncio.Event()
@@ -225,9 +235,9 @@ async def test_cancel_mid_flight_leaves_within_a_step(
 
 
 async def test_a_failing_row_fails_alone(
-    source: BatchedTokenSource, alone: dict[GenerationParams, list[int]], monkeypatch: pytest.MonkeyPatch
+    source: TransformersTokenSource, alone: dict[GenerationParams, list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = batched_source.choose_next
+    real = engine_module.choose_next
     calls = 0
 
     def flaky(logits: Any, seen: Any, p: GenerationParams, generator: Any = None) -> int:
@@ -238,7 +248,7 @@ async def test_a_failing_row_fails_alone(
                 raise RuntimeError("sampling blew up")
         return real(logits, seen, p, generator)
 
-    monkeypatch.setattr(batched_source, "choose_next", flaky)
+    monkeypatch.setattr(engine_module, "choose_next", flaky)
     bad = source.generate(params(5, seed=666, max_tokens=20))
     results = await asyncio.gather(run(bad), *(run(source.generate(p)) for p in MIX), return_exceptions=True)
     assert isinstance(results[0], BackendError) and "sampling blew up" in str(results[0])
@@ -252,21 +262,23 @@ async def test_batch_size_and_cache_budget_bound_the_rows(
     tiny_lm_dir: Path, alone: dict[GenerationParams, list[int]]
 ) -> None:
     for kwargs, most in (({"batch_size": 2}, 2), ({}, 1)):
-        lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", **kwargs)
+        lm = batched(tiny_lm_dir, **kwargs)
         await lm.start()
+        engine = lm.engine
+        assert engine is not None
         if not kwargs:  # a budget just short of the two smallest requests together
             reserved = [len(lm.tokenizer(p.prompt).input_ids) + p.max_tokens for p in MIX]
-            lm.cache_tokens = 2 * min(reserved) - 1
+            engine.cache_budget = 2 * min(reserved) - 1
         try:
             results = await asyncio.gather(*(run(lm.generate(p)) for p in MIX))
         finally:
             await lm.close()
         assert [codes for codes, _ in results] == [alone[p] for p in MIX]  # the rest waited, none failed
-        assert lm.peak_rows == most
+        assert engine.peak_rows == most
 
 
 async def test_a_request_larger_than_the_budget_runs_alone(tiny_lm_dir: Path) -> None:
-    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", cache_tokens=1)
+    lm = batched(tiny_lm_dir, cache_tokens=1)
     await lm.start()
     try:
         codes, finish = await run(lm.generate(params(seed=1, max_tokens=4)))
@@ -276,7 +288,7 @@ async def test_a_request_larger_than_the_budget_runs_alone(tiny_lm_dir: Path) ->
 
 
 async def test_close_fails_running_and_waiting_requests(tiny_lm_dir: Path) -> None:
-    lm = BatchedTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", batch_size=1)
+    lm = batched(tiny_lm_dir, batch_size=1)
     await lm.start()
     running = lm.generate(params(seed=1, max_tokens=5000))
     waiting = lm.generate(params(seed=2, max_tokens=5000))
@@ -294,13 +306,18 @@ async def test_close_fails_running_and_waiting_requests(tiny_lm_dir: Path) -> No
 
 def test_the_batched_engine_is_the_in_process_default(tiny_lm_dir: Path) -> None:
     default = build_source(make_settings(LM_BACKEND="transformers", TTS_MODEL=str(tiny_lm_dir)))
+    assert isinstance(default, TransformersTokenSource)
+    assert default._limits == {
+        "max_rows": 8,
+        "prefill_chunk": 256,
+        "prefill_rows": None,
+        "cache_budget": 32768,
+    }
     single = build_source(
         make_settings(LM_BACKEND="transformers", TTS_MODEL=str(tiny_lm_dir), LM_MAX_BATCH=1)
     )
-    assert isinstance(default, BatchedTokenSource)
-    assert (default.batch_size, default.prefill_chunk, default.prefill_rows) == (8, 256, 8)
-    assert type(single) is TransformersTokenSource
+    assert isinstance(single, TransformersTokenSource) and single._limits["max_rows"] == 1
     two = build_source(
         make_settings(LM_BACKEND="transformers", TTS_MODEL=str(tiny_lm_dir), LM_PREFILL_ROWS=2)
     )
-    assert isinstance(two, BatchedTokenSource) and two.prefill_rows == 2
+    assert isinstance(two, TransformersTokenSource) and two._limits["prefill_rows"] == 2

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from app.families.neucodec.lm.loading import load_lm
 from app.families.neucodec.lm.speech_head import SpeechHead, layout_for_cpu
-from app.families.neucodec.lm.transformers_source import _load
 
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_the_loaded_lm_gives_the_full_models_logits_at_the_allowed_ids(tiny_lm_dir: Path) -> None:
-    lm = _load(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
+    lm = load_lm(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
     ids = lm.tokenizer("<|im_start|>jenny: Hello there!<|speech_start|>", return_tensors="pt").input_ids
     with torch.inference_mode():
         full = lm.model(input_ids=ids, logits_to_keep=1).logits[0, -1]
@@ -32,11 +32,11 @@ def test_the_loaded_lm_gives_the_full_models_logits_at_the_allowed_ids(tiny_lm_d
 def test_float32_weights_on_the_cpu_are_stored_column_major_and_bf16_ones_untouched(
     tiny_lm_dir: Path,
 ) -> None:
-    lm = _load(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
+    lm = load_lm(str(tiny_lm_dir), torch.device("cpu"), torch.float32)
     linears = [m for m in lm.decoder.modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(m.weight.t().is_contiguous() for m in linears)
     assert lm.head.weight.t().is_contiguous()
-    half = _load(str(tiny_lm_dir), torch.device("cpu"), torch.bfloat16)
+    half = load_lm(str(tiny_lm_dir), torch.device("cpu"), torch.bfloat16)
     assert all(m.weight.is_contiguous() for m in half.decoder.modules() if isinstance(m, torch.nn.Linear))
 
 

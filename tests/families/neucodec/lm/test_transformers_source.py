@@ -15,11 +15,8 @@ import pytest_asyncio
 import torch
 
 from app.core.errors import Unavailable
-from app.families.neucodec.lm.transformers_source import (
-    TransformersTokenSource,
-    apply_repetition_penalty,
-    choose_next,
-)
+from app.families.neucodec.lm.sampling import apply_repetition_penalty, choose_next
+from app.families.neucodec.lm.transformers_source import TransformersTokenSource
 from app.families.neucodec.lm.types import GenerationParams, TokenStream
 from app.families.neucodec.speech_tokens import SPEECH_CODES
 
@@ -235,8 +232,9 @@ async def test_not_started(tiny_lm_dir: Path) -> None:
 async def test_close_ends_the_running_generation_and_joins_the_thread(tiny_lm_dir: Path) -> None:
     lm = TransformersTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32", name="closing")
     await lm.start()
-    thread = lm._thread
-    assert thread is not None and thread.name == "closing-generate"
+    assert lm.engine is not None
+    thread = lm.engine._thread
+    assert thread is not None and thread.name == "closing-rows"
     running = lm.generate(params(max_tokens=100_000))
     assert await anext(running)
     queued = lm.generate(PARAMS)
