@@ -6,12 +6,13 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from app.config import Settings
-from app.core.settings import env_names
+from app.core.settings import ServerSettings, env_names
 from app.families.moss.fixtures.lm import write_moss_tts
 from app.families.neucodec.fixtures.codec import write_codec_checkpoint
 from app.families.neucodec.fixtures.lm import write_tiny_lm
@@ -34,12 +35,13 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(saved)
 
 
-def make_settings(**overrides: object) -> Settings:
-    """Settings from defaults plus ``overrides``, ignoring any ``.env`` file. Registered voices and the
-    shared reference cache go to a fresh directory of their own (not ``voices/`` in the checkout), so no
-    test sees another's voices or cached encodes."""
+def make_settings(of: type[ServerSettings] = Settings, **overrides: object) -> Any:
+    """Settings (the app's class unless ``of`` names another composition) from defaults plus
+    ``overrides``, ignoring any ``.env`` file. Registered voices and the shared reference cache go to a
+    fresh directory of their own (not ``voices/`` in the checkout), so no test sees another's voices or
+    cached encodes."""
     overrides.setdefault("VOICES_DIR", tempfile.mkdtemp(prefix="tts-voices-"))
-    return Settings(_env_file=None, **overrides)
+    return of(_env_file=None, **overrides)
 
 
 @pytest.fixture(scope="session")

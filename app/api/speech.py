@@ -13,8 +13,9 @@ from app.api.streaming import audio_response
 from app.core import routes
 from app.core.stats import UtteranceStats
 from app.interleave.ids import HEADER as INTERLEAVE_HEADER
-from app.interleave.ids import header_echo, interleave_id, scoped
+from app.interleave.ids import interleave_id, scoped
 from app.observability.requests import request_record
+from app.synthesis.planning import Conversation
 from app.synthesis.service import SpeechService
 
 router = APIRouter(tags=["speech"])
@@ -63,9 +64,7 @@ async def create_speech(
     record = request_record(request)
     record.voice, record.response_format = body.voice_name(), body.response_format
     record.stats = stats = UtteranceStats()
-    conversation = interleave_id(body.interleave_id, request.headers.get(INTERLEAVE_HEADER))
-    store_id = None if conversation is None else scoped(conversation, tenant(request))
-    synthesis = await service.speech(body, stats, store_id, request.is_disconnected)
-    if conversation is not None and INTERLEAVE_HEADER in synthesis.headers:  # the client's id, unscoped
-        synthesis.headers[INTERLEAVE_HEADER] = header_echo(conversation)
-    return await audio_response(synthesis, body)
+    name = interleave_id(body.interleave_id, request.headers.get(INTERLEAVE_HEADER))
+    conversation = None if name is None else Conversation(name, scoped(name, tenant(request)))
+    synthesis = await service.speech(body, stats, conversation, request.is_disconnected)
+    return await audio_response(synthesis)

@@ -9,7 +9,6 @@ from fastapi.responses import Response, StreamingResponse
 
 from app.api.sse import sse_events
 from app.core.errors import APIError
-from app.synthesis.planning import SynthesisFields
 from app.synthesis.service import Synthesis
 
 log = logging.getLogger(__name__)
@@ -18,13 +17,13 @@ STREAM_HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "n
 PCM_HEADERS = {"X-Audio-Sample-Rate": "24000", "X-Audio-Channels": "1", "X-Audio-Bit-Depth": "16"}
 
 
-async def audio_response(synthesis: Synthesis, opts: SynthesisFields) -> Response:
-    """The response ``opts`` asks for: whole (``stream`` false), SSE events, or raw audio bytes."""
-    extra = synthesis.headers
-    headers = {**(PCM_HEADERS if opts.response_format == "pcm" else {}), **extra}
-    if not opts.stream:
+async def audio_response(synthesis: Synthesis) -> Response:
+    """The response its plan asks for: whole (``stream`` false), SSE events, or raw audio bytes."""
+    plan, extra = synthesis.plan, synthesis.headers
+    headers = {**(PCM_HEADERS if plan.post.response_format == "pcm" else {}), **extra}
+    if not plan.post.stream:
         return Response(await synthesis.whole(), media_type=synthesis.media_type, headers=headers)
-    if opts.stream_format == "sse":
+    if plan.stream_format == "sse":
         events = sse_events(synthesis.encoded(), synthesis.stats)
         return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **extra})
     return StreamingResponse(

@@ -30,4 +30,4 @@ async def create_vc(
     record.voice, record.response_format = "reference_audio", form.response_format
     record.stats = stats = UtteranceStats()
     synthesis = await service.convert(form, reference_audio, stats, request.is_disconnected)
-    return await audio_response(synthesis, form)
+    return await audio_response(synthesis)

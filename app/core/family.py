@@ -115,10 +115,6 @@ class SpeechJob:
 class Utterance(Protocol):
     """A planned request, ready to stream."""
 
-    def attributes(self) -> Attributes:
-        """Attributes for the ``tts.stream`` span."""
-        ...
-
     def headers(self) -> Mapping[str, str]:
         """Extra response headers; read after the first chunk (a family may change its plan before it)."""
         ...
@@ -184,7 +180,8 @@ class FamilySpec:
     """Its settings class: a ``ServerSettings`` subclass holding the family's own fields."""
     family: str
     """``module:Class`` of its ``ModelFamily``, built as ``Class(settings, interleave, metrics)``."""
-    fixtures: str
-    """Module of its tiny-checkpoint writer: ``add_arguments(parser)`` and ``write(out, args)``."""
-    precision: str
-    """Module whose ``PARTS`` lists its parts for the precision tool."""
+    fixtures: str | None = None
+    """Module of its tiny-checkpoint writer (``python -m app.tools.fixtures``): ``add_arguments(parser)``
+    and ``write(out, args)``; None when it has no checkpoints of its own."""
+    precision: str | None = None
+    """Module whose ``PARTS`` lists its parts for the precision tool; None when it has none."""

@@ -87,15 +87,6 @@ class Engine:
         """The default family: the first loaded one."""
         return self.families[0]
 
-    def add_family(self, family: ModelFamily) -> None:
-        """Serve one more family (before ``start``); its model ids must not be taken."""
-        taken = set(self.model_ids())
-        clash = [model for model in family.model_ids() if model in taken]
-        if clash:
-            raise ValueError(f"model ids already served: {clash}")
-        self.families.append(family)
-        self.registry.reserve(family.voices.names())
-
     def model_ids(self) -> list[str]:
         """Every served model id, the default family's first, then OpenAI's names (default family)."""
         return [model for family in self.families for model in family.model_ids()] + list(OPENAI_MODELS)

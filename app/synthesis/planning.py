@@ -8,6 +8,7 @@ any audio: the model, the voice, the capabilities the request needs, the text le
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 from app.audio.post import PostOptions
@@ -15,6 +16,8 @@ from app.core.errors import InvalidRequest, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
 from app.core.settings import ServerSettings
 from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
+from app.interleave.ids import HEADER as INTERLEAVE_HEADER
+from app.interleave.ids import header_echo
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
@@ -145,45 +148,50 @@ def sampling(family: ModelFamily, opts: SynthesisFields) -> Sampling:
     )
 
 
-def request_attributes(opts: SynthesisFields) -> Attributes:
-    """The request's options for the ``tts.stream`` span."""
-    return {
-        "playback_speed": opts.playback_speed,
-        "playback_overlap_speed": opts.playback_overlap_speed,
-        "response_format": opts.response_format,
-        "stream": opts.stream,
-        "stream_format": opts.stream_format,
-        "stream_normalize": opts.stream_normalize,
-        "speaking_rate": opts.speed,
-    }
+@dataclass(frozen=True)
+class Conversation:
+    """The interleave id a request continues: as the client named it (echoed in ``X-Interleave-Id``) and
+    as the store knows it (in its API key's namespace)."""
+
+    name: str
+    key: str
 
 
-def speech_job(
+@dataclass(frozen=True)
+class SpeechPlan:
+    """A synthesis request with every option resolved, once: what its family speaks (``job``), what the
+    post stages do (``post``), the response's shape and the span attributes. Everything after planning
+    reads this, never the request again."""
+
+    family: ModelFamily
+    job: SpeechJob
+    post: PostOptions
+    stream_format: Literal["audio", "sse"]
+    conversation: Conversation | None = None
+
+    @property
+    def attributes(self) -> Attributes:
+        """The request's options for the ``tts.stream`` span."""
+        return self.job.attributes
+
+    def headers(self) -> dict[str, str]:
+        """Headers of the response the plan itself knows: the interleave id it continues."""
+        if self.conversation is None:
+            return {}
+        return {INTERLEAVE_HEADER: header_echo(self.conversation.name)}
+
+
+def plan_request(
     settings: ServerSettings,
     family: ModelFamily,
     opts: SynthesisFields,
     text: str,
     voice: str | ReferenceVoice,
-    interleave_id: str | None = None,
+    conversation: Conversation | None = None,
     retain_turns: int | None = None,
-) -> SpeechJob:
-    """The job a family receives, every default filled in."""
-    return SpeechJob(
-        model=opts.model or family.model_ids()[0],
-        text=text,
-        voice=voice,
-        sampling=sampling(family, opts),
-        first_chunk_s=opts.playback_speed,
-        overlap_s=opts.playback_overlap_speed,
-        interleave_id=interleave_id,
-        retain_turns=given(retain_turns, settings.MAX_RETAIN_INTERLEAVE),
-        attributes=request_attributes(opts),
-    )
-
-
-def post_options(settings: ServerSettings, opts: SynthesisFields) -> PostOptions:
-    """The post-PCM chain this request asks for, with the settings' defaults."""
-    return PostOptions(
+) -> SpeechPlan:
+    """The plan of a request whose text is normalized and whose voice is resolved."""
+    post = PostOptions(
         response_format=opts.response_format,
         stream=opts.stream,
         speaking_rate=given(opts.speed, settings.DEFAULT_SPEAKING_RATE),
@@ -194,3 +202,24 @@ def post_options(settings: ServerSettings, opts: SynthesisFields) -> PostOptions
         min_estimate_s=settings.NORM_MIN_ESTIMATE_S,
         fade_in_ms=settings.FADE_IN_MS,
     )
+    attributes: Attributes = {
+        "playback_speed": opts.playback_speed,
+        "playback_overlap_speed": opts.playback_overlap_speed,
+        "response_format": post.response_format,
+        "stream": post.stream,
+        "stream_format": opts.stream_format,
+        "stream_normalize": post.normalize,
+        "speaking_rate": post.speaking_rate,
+    }
+    job = SpeechJob(
+        model=opts.model or family.model_ids()[0],
+        text=text,
+        voice=voice,
+        sampling=sampling(family, opts),
+        first_chunk_s=opts.playback_speed,
+        overlap_s=opts.playback_overlap_speed,
+        interleave_id=None if conversation is None else conversation.key,
+        retain_turns=given(retain_turns, settings.MAX_RETAIN_INTERLEAVE),
+        attributes=attributes,
+    )
+    return SpeechPlan(family, job, post, opts.stream_format, conversation)

@@ -23,18 +23,19 @@ from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable, ReferenceAudio
 from app.audio.post import PostChain
 from app.core.errors import APIError, BackendError, ClientDisconnected, ValidationFailed
-from app.core.family import ModelFamily, ReferenceVoice, Utterance
+from app.core.family import ModelFamily, ReferenceVoice
 from app.core.stats import UtteranceStats
 from app.core.types import Language
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.planning import (
+    Conversation,
+    SpeechPlan,
     SynthesisFields,
     TextFields,
     check_input_length,
-    post_options,
+    plan_request,
     resolve_voice,
-    speech_job,
     speech_text,
 )
 from app.synthesis.references import read_upload
@@ -79,8 +80,9 @@ class VoiceFields(Protocol):
 
 @dataclass
 class Synthesis:
-    """A request whose first audio exists: the PCM still to come and the chain that encodes it."""
+    """A request whose first audio exists: its plan, the PCM still to come and the chain that encodes it."""
 
+    plan: SpeechPlan
     first: np.ndarray
     chunks: AsyncGenerator[np.ndarray, None]
     chain: PostChain
@@ -143,20 +145,22 @@ class SpeechService:
         self,
         req: SpeechFields,
         stats: UtteranceStats,
-        interleave_id: str | None = None,
+        conversation: Conversation | None = None,
         disconnected: Disconnected = never_disconnected,
     ) -> Synthesis:
         """``/v1/audio/speech``: plan (model, voice, text, history), then produce the first audio."""
         engine = self.engine
         family = engine.family_for(req.model)
         voice = await resolve_voice(engine, family, req.voice_name())
-        if interleave_id is not None and engine.interleave.enabled and isinstance(voice, str):
+        if conversation is not None and engine.interleave.enabled and isinstance(voice, str):
             engine.require(family, multi_turn=True)
         else:
-            interleave_id = None
+            conversation = None
         text = await speech_text(engine, req.input, req, "input")
-        job = speech_job(engine.settings, family, req, text, voice, interleave_id, req.max_retain_interleave)
-        return await self._synthesize(await family.plan(job), req, stats, disconnected)
+        plan = plan_request(
+            engine.settings, family, req, text, voice, conversation, req.max_retain_interleave
+        )
+        return await self._synthesize(plan, stats, disconnected)
 
     async def convert(
         self,
@@ -183,8 +187,8 @@ class SpeechService:
         text = await speech_text(engine, form.generate_text, form, "generate_text")
         codes = await self._encode(family, reference)
         voice = ReferenceVoice(reference_text, tuple(codes), shape.codebooks)
-        job = speech_job(engine.settings, family, form, text, voice)
-        return await self._synthesize(await family.plan(job), form, stats, disconnected)
+        plan = plan_request(engine.settings, family, form, text, voice)
+        return await self._synthesize(plan, stats, disconnected)
 
     async def register_voice(
         self, form: VoiceFields, audio_sample: AsyncReadable, owner: str | None = None
@@ -250,18 +254,16 @@ class SpeechService:
         return codes
 
     async def _synthesize(
-        self,
-        utterance: Utterance,
-        opts: SynthesisFields,
-        stats: UtteranceStats,
-        disconnected: Disconnected,
+        self, plan: SpeechPlan, stats: UtteranceStats, disconnected: Disconnected
     ) -> Synthesis:
-        """Start ``utterance``; wait for its first chunk (streaming) or all of it, watching for a
-        disconnect. BackendError when it produced no audio; the stream is closed on any failure."""
-        chain = PostChain(post_options(self.engine.settings, opts))
+        """Plan ``plan``'s utterance with its family and start it; wait for its first chunk (streaming) or
+        all of it, watching for a disconnect. BackendError when it produced no audio; the stream is closed
+        on any failure."""
+        utterance = await plan.family.plan(plan.job)
+        chain = PostChain(plan.post)
         chunks = utterance.stream(stats)
         try:
-            if opts.stream:
+            if plan.post.stream:
                 first = await self._watch(disconnected, anext(chunks, None))
             else:
                 pcm = await self._watch(disconnected, _collect(chunks))
@@ -273,7 +275,7 @@ class SpeechService:
             with anyio.CancelScope(shield=True):
                 await chunks.aclose()
             raise
-        return Synthesis(first, chunks, chain, stats, dict(utterance.headers()))
+        return Synthesis(plan, first, chunks, chain, stats, {**plan.headers(), **utterance.headers()})
 
     async def _watch(self, disconnected: Disconnected, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` while checking for a client disconnect every DISCONNECT_POLL_S."""

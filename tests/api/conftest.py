@@ -55,7 +55,7 @@ async def fake_vllm() -> AsyncIterator[FakeVLLM]:
         await fake.stop()
 
 
-def http_settings(codec_dir: Path, lm_url: str, **overrides: object) -> Settings:
+def http_settings(codec_dir: Path, lm_url: str, **overrides: Any) -> Any:
     """Settings for the http backend against ``lm_url``, with short timeouts for tests."""
     values: dict[str, object] = {
         "LM_BACKEND": "http",

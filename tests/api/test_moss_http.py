@@ -11,6 +11,7 @@ import wave
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -18,6 +19,7 @@ import pytest
 from livekit.plugins import openai as lk_openai
 
 from app.config import Settings
+from app.core.family import FamilySpec, ModelFamily
 from app.families.moss.family import MossFamily
 from app.interleave.service import Interleave
 from app.main import create_app
@@ -46,18 +48,21 @@ class Served:
 async def serve_moss(
     monkeypatch: pytest.MonkeyPatch, settings: Settings, max_positions: int = 4096
 ) -> AsyncIterator[Served]:
-    """The app with its ``moss`` family built on the stand-ins (FAMILIES patched for this test)."""
+    """The app with its ``moss`` family built on the stand-ins (``build_family`` patched for this test)."""
     engine, prompter = FakeFrameEngine(), FakePrompter()
     built: list[MossFamily] = []
+    real = engine_module.build_family
 
-    def moss(settings: Settings, interleave: Interleave, metrics: Metrics) -> MossFamily:
+    def build(spec: FamilySpec, settings: Any, interleave: Interleave, metrics: Metrics) -> ModelFamily:
+        if spec.name != "moss":
+            return real(spec, settings, interleave, metrics)
         family = MossFamily(
             settings, interleave, metrics, lm_loader=lambda s, d: fake_lm(engine, prompter, max_positions)
         )
         built.append(family)
         return family
 
-    monkeypatch.setitem(engine_module.FAMILIES, "moss", moss)
+    monkeypatch.setattr(engine_module, "build_family", build)
     async with serve_app(create_app(settings)) as url:
         yield Served(url, engine, prompter, built[0])
     assert engine.closed and engine.open_rows == 0

@@ -165,7 +165,6 @@ class MossFamily:
             timeout_s=s.BATCH_TIMEOUT,
             max_encode_batch=s.MAX_ENCODE_BATCH,
             num_quantizers=CODEBOOKS,
-            reference_cache_size=0,  # the family's cache (shared with other processes) is used instead
         )
         codec = MossCodecService(model, device, options=options, observer=self.metrics, spans=tracing)
         codec.start()

@@ -29,7 +29,6 @@ from app.families.moss.lm.stage import MossLM
 from app.families.moss.lm.types import FrameJob, Turn
 from app.families.moss.speak import ChunkSchedule, speak
 from app.families.shared.parts import Part, play_parts
-from app.interleave.ids import HEADER, header_echo
 from app.interleave.service import Interleave
 from app.observability.tracing import start_span, traced_stream
 
@@ -109,9 +108,6 @@ class MossUtterance:
         """True when the finished turns go to the interleave store."""
         return self.request.interleave_id is not None and self.voice is not None
 
-    def attributes(self) -> Attributes:
-        return self._attributes(self.job, {"tts.parts": len(self.parts)})
-
     def _attributes(self, job: FrameJob, extra: Attributes) -> Attributes:
         return {
             **extra,
@@ -126,10 +122,8 @@ class MossUtterance:
     def headers(self) -> Mapping[str, str]:
         if not self.turn_kept:
             return {}
-        assert self.request.interleave_id is not None
         frames = sum(len(turn.frames) for turn in self.history_turns)
         return {
-            HEADER: header_echo(self.request.interleave_id),
             "X-Interleave-Turns": str(len(self.history_turns)),
             "X-Interleave-Tokens": str(frames),
         }

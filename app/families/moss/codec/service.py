@@ -16,7 +16,7 @@ advanced the state or not, so the stream is then broken: its next decode raises 
 Closing is immediate; a batch already running keeps the state alive until it ends.
 
 Encodes (reference clip at 24 kHz -> codes ``[frames, num_quantizers]``) have their own batcher, so a
-long reference never delays the decodes of playing streams; ``encode_reference`` caches codes by content.
+long reference never delays the decodes of playing streams.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import numpy as np
 import torch
 
 from app.codec.batcher import Batcher, BatchObserver, SpanRecorder
-from app.codec.reference_cache import ReferenceCache
 from app.core.device import DeviceOps
 from app.core.errors import Unavailable
 from app.families.moss.codec.model import DecoderState, MossAudioCodec
@@ -67,7 +66,6 @@ class MossCodecOptions:
     timeout_s: float = 60.0  # BATCH_TIMEOUT
     max_encode_batch: int = 8  # MAX_ENCODE_BATCH
     num_quantizers: int = 16  # codebooks a voice prompt is encoded with (MOSS-TTS-Realtime reads 16)
-    reference_cache_size: int = 256  # REFERENCE_CACHE_SIZE
 
 
 @dataclass
@@ -126,7 +124,7 @@ class MossStream:
 
 
 class MossCodecService:
-    """Batched MOSS codec on one device: ``open_stream()``, ``encode(audio)``, ``encode_reference``."""
+    """Batched MOSS codec on one device: ``open_stream()`` and ``encode(audio)``."""
 
     def __init__(
         self,
@@ -148,7 +146,6 @@ class MossCodecService:
         self._numbers = itertools.count()
         self._waiters: deque[asyncio.Future[None]] = deque()  # open_stream_soon calls waiting, FIFO
         self._handed = 0  # slots handed to a woken waiter that has not opened its stream yet
-        self.references = ReferenceCache(opts.reference_cache_size)
         common = {
             "observer": observer,
             "spans": spans,
@@ -291,16 +288,6 @@ class MossCodecService:
         if not np.isfinite(audio).all():
             raise ValueError("audio contains NaN or infinite samples")
         return await self.encode_batcher.submit(audio)
-
-    async def encode_reference(self, samples_24k: np.ndarray, digest: str) -> np.ndarray:
-        """``encode`` through the content cache: ``digest`` (e.g. SHA-256 of the samples) -> codes."""
-        nq = self.options.num_quantizers
-
-        async def flat(audio: np.ndarray) -> list[int]:
-            return (await self.encode(audio)).reshape(-1).tolist()
-
-        codes = await self.references.get_or_encode(f"moss:{nq}:{digest}", samples_24k, flat)
-        return np.asarray(codes, dtype=np.int64).reshape(-1, nq)
 
     def _run_encode(self, audios: list[np.ndarray]) -> tuple[list[np.ndarray | BaseException], bool]:
         """Worker thread: every clip in one packed forward (the encoder is causal: no padding effects)."""

@@ -24,7 +24,6 @@ from app.families.neucodec.history.tokenizer import load_local_tokenizer, tokeni
 from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.families.neucodec.prompt import estimate_tokens
 from app.families.neucodec.settings import NeuCodecSettings
-from app.interleave.ids import HEADER, header_echo
 from app.interleave.service import Interleave
 from app.interleave.turns import Turn, unspaced
 from app.observability.tracing import span
@@ -80,9 +79,8 @@ class InterleaveTurn:
         return dataclasses.replace(self, params=self.cold_params, history=(), hold_codes=0)
 
     def headers(self) -> dict[str, str]:
-        """Response headers: the id (percent-encoded unless printable ASCII), history turns and codes."""
+        """Response headers: the history turns and codes in the prompt."""
         return {
-            HEADER: header_echo(self.interleave_id),
             "X-Interleave-Turns": str(len(self.history)),
             "X-Interleave-Tokens": str(sum(len(turn.codes) for turn in self.history)),
         }

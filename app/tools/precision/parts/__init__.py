@@ -1,16 +1,18 @@
-"""The parts the precision tool can run, by name. A model family adds its parts here."""
+"""The parts the precision tool can run, by name: every registered family's (its ``precision`` module's
+``PARTS``), in the registry's order."""
 
 from __future__ import annotations
 
-from app.families.moss.precision.codec import MossCodecPart
-from app.families.moss.precision.lm import MossBackbonePart, MossLMPart
-from app.families.neucodec.precision.decoder import NeuCodecDecoderPart
-from app.families.neucodec.precision.lm import NeuCodecLMPart
+from importlib import import_module
+
+from app.families.registry import specs
 from app.families.shared.precision_part import Part
 
 PARTS: dict[str, Part] = {
     part.name: part
-    for part in (NeuCodecLMPart(), NeuCodecDecoderPart(), MossBackbonePart(), MossLMPart(), MossCodecPart())
+    for spec in specs()
+    if spec.precision is not None
+    for part in import_module(spec.precision).PARTS
 }
 
 

@@ -184,7 +184,7 @@ async def test_close_frees_every_stream(tiny_moss: MossAudioCodec) -> None:
     assert svc.live_streams == 0 and all(s.closed and s.state_bytes == 0 for s in streams)
 
 
-async def test_encodes_are_batched_and_cached(service: MossCodecService, tiny_moss: MossAudioCodec) -> None:
+async def test_encodes_are_batched(service: MossCodecService, tiny_moss: MossAudioCodec) -> None:
     rng = np.random.default_rng(3)
     clips = [(rng.standard_normal(1920 * n + 700) * 0.3).astype(np.float32) for n in (4, 9, 6)]
     codes = await asyncio.gather(*(service.encode(clip) for clip in clips))
@@ -192,11 +192,6 @@ async def test_encodes_are_batched_and_cached(service: MossCodecService, tiny_mo
         alone = tiny_moss.encode([torch.from_numpy(clip)], 16)[0].numpy()
         assert got.shape == (clip.shape[0] // 1920, 16) and np.array_equal(got, alone)
     assert max(service.encode_batcher.stats.sizes) >= 2
-    runs = sum(service.encode_batcher.stats.sizes.values())
-    first, second = await asyncio.gather(*(service.encode_reference(clips[1], "digest-1") for _ in range(2)))
-    third = await service.encode_reference(clips[1], "digest-1")
-    assert np.array_equal(first, codes[1]) and np.array_equal(second, first) and np.array_equal(third, first)
-    assert sum(service.encode_batcher.stats.sizes.values()) == runs + 1
     with pytest.raises(ValueError, match="at least 1920"):
         await service.encode(clips[0][:1000])
 

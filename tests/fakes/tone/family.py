@@ -1,4 +1,4 @@
-"""A second model family for tests: speaks a sine tone, in chunks, through the family seam.
+"""The tone family: speaks a sine tone, in chunks, through the family seam.
 
 It has no reference voices and no multi-turn context, so requests that need either must be refused.
 """
@@ -11,10 +11,12 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 import numpy as np
 
 from app.core.errors import InvalidRequest
-from app.core.family import Capabilities, ReferenceFormat, Sampling, SpeechJob
+from app.core.family import Capabilities, ContextWindow, ReferenceFormat, Sampling, SpeechJob
 from app.core.stats import UtteranceStats
-from app.core.types import Attributes
 from app.core.voices import VoiceCatalog
+from app.interleave.service import Interleave
+from app.observability.metrics import Metrics
+from tests.fakes.tone.settings import ToneSettings
 
 RATE = 24_000
 CHUNK = 1920  # 80 ms, a MOSS frame
@@ -30,9 +32,6 @@ class ToneUtterance:
         self.hz = hz
         self.frame_delay_s = frame_delay_s
         self.closed_early = False
-
-    def attributes(self) -> Attributes:
-        return {"tts.model": self.job.model}
 
     def headers(self) -> Mapping[str, str]:
         return {"X-Tone-Hz": str(self.hz)}
@@ -64,11 +63,11 @@ class ToneFamily:
     capabilities = Capabilities()
     reference = ReferenceFormat()
 
-    def __init__(self, frames_per_word: int = 4) -> None:
+    def __init__(self, settings: ToneSettings, interleave: Interleave, metrics: Metrics) -> None:
         self.voices = VoiceCatalog(("low", "high"), "low", {"deep": "low"})
-        self.defaults = Sampling(max_tokens=100, temperature=1.0, repetition_penalty=1.0)
-        self.frames_per_word = frames_per_word
-        self.frame_delay_s = 0.0  # pacing of each 80 ms frame (0: as fast as it can)
+        self.defaults = Sampling(max_tokens=settings.TONE_MAX_FRAMES, temperature=1.0, repetition_penalty=1.0)
+        self.frames_per_word = settings.TONE_FRAMES_PER_WORD
+        self.frame_delay_s = settings.TONE_FRAME_DELAY_S  # pacing of each 80 ms frame (0: as fast as it can)
         self.started = False
         self.closed = False
         self.jobs: list[SpeechJob] = []
@@ -88,6 +87,9 @@ class ToneFamily:
 
     def details(self) -> dict[str, object]:
         return {"waveform": "sine"}
+
+    def context_window(self) -> ContextWindow:
+        return ContextWindow(positions=1000, min_generation=1)
 
     async def plan(self, job: SpeechJob) -> ToneUtterance:
         if "forbidden" in job.text:
