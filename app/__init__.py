@@ -1,1 +1,2 @@
-"""Streaming text-to-speech server: speech-token LM + NeuCodec decoder behind an OpenAI-compatible API."""
+"""Streaming text-to-speech server for voice agents: LLM-style TTS model families behind an OpenAI-compatible
+API."""

@@ -1,1 +1,2 @@
-"""PCM stages after the codec: stitching, encoding to pcm/wav."""
+"""PCM stages after the families: stitching windows, splicing parts, loudness, speaking rate, fade-in,
+encoders, and upload decoding."""

@@ -1,1 +1,2 @@
-"""Codec stage: NeuCodec model code, device handling and the worker thread that owns the device."""
+"""Codec stage, generic: the deadline-aware batcher, CUDA graphs and the decoder runner, precision choice,
+reference-code caches (this process's and the one shared through the voice store)."""

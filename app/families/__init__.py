@@ -1,1 +1,2 @@
-"""Model families: one package each, built from the stages (text, lm, codec, audio, interleave)."""
+"""Model families: one package each (``neucodec/``, ``moss/``) holding all that is that family's, the shared
+part they build on (``shared/``) and the registry that lists them (``registry.py``)."""

@@ -1,1 +1,2 @@
-"""Speech-token sources: prompt building, vLLM over HTTP, in-process transformers."""
+"""LM stage, generic: the left-padded batch cache and grouped prefill, attention choices, the byte-level
+tokenizer of the tiny test checkpoints."""
