@@ -139,7 +139,7 @@ class LMSettings(BaseSettings):
         "a request beyond it waits for a row to finish.",
     )
 
-    # --- long inputs (issue 18; README "Long inputs") ---------------------------------------------------
+    # --- long inputs (docs/long-inputs.md) ------------------------------------------------------------
     LONG_INPUT_CHARS_PER_S: float = Field(
         10.0,
         gt=0,
@@ -396,7 +396,7 @@ class MossSettings(BaseSettings):
 
 
 class InterleaveSettings(BaseSettings):
-    """Interleaved generation (INTERLEAVE.md)."""
+    """Interleaved generation (docs/interleave.md)."""
 
     INTERLEAVE_STORE: Literal["shm", "redis", "memory", "off"] = Field(
         "shm",
@@ -467,7 +467,8 @@ class ObservabilitySettings(BaseSettings):
     """Observability and operations: spans, metrics, logs, API keys, admission."""
 
     ENABLE_TRACING_SPANS: bool = Field(
-        True, description="Hot-path spans; built only when an exporter is configured too (OBSERVABILITY.md)."
+        True,
+        description="Hot-path spans; built only when an exporter is configured too (docs/observability.md).",
     )
     TRACING_SPANS_REQUIRE_EXPORTER: bool = Field(
         True, description="Build no spans unless an exporter is configured; false if one is attached in code."
