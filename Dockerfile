@@ -22,7 +22,7 @@ RUN useradd --create-home --uid 10001 --user-group tts \
 COPY --from=build /opt/venv /opt/venv
 WORKDIR /srv
 COPY app ./app
-# WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: deploy/README.md);
+# WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: docs/deployment.md);
 # their metrics are merged through PROMETHEUS_MULTIPROC_DIR (python -m app sets and empties it at each start)
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
@@ -37,5 +37,5 @@ USER tts
 EXPOSE 9091
 HEALTHCHECK --interval=15s --timeout=5s --start-period=180s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ['PORT'], timeout=4)"]
-# The app's own entry point, as `make serve`: JSON logs, SHUTDOWN_GRACE_S, header timeout, WORKERS (README "Security")
+# The app's own entry point, as `make serve`: JSON logs, SHUTDOWN_GRACE_S, header timeout, WORKERS (docs/security.md)
 CMD ["python", "-m", "app"]

@@ -87,7 +87,8 @@ bench-normalizer: install
 gradio: install
 	$(PY) gradio_app.py
 
-## bench-demo: the load benchmark against the demo stack (fixtures + fake vLLM at 100 tokens/s), levels 1,4,16
+## bench-demo: the load benchmark against the demo stack (fixtures + fake vLLM at 100 tokens/s), levels 1,4,16;
+## the report goes to bench/results/tmp/load_demo.json (BENCH_OUT=NAME.json: bench/results/NAME.json)
 bench-demo: install fixtures
 	PY=$(PY) FIXTURES=$(FIXTURES) bench/run_demo.sh
 

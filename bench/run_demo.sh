@@ -3,7 +3,10 @@
 # (random codes, paced like a real LM stream) and the API on the tiny random fixtures, waits for /ready,
 # runs bench/bench.py, then stops both. Tiny random checkpoints + a fake LM: this measures the serving
 # path (HTTP, streaming, stitcher, codec worker, post stages), not a model.
-#   BENCH_LEVELS=1,4,16 BENCH_TOKENS_PER_S=100 BENCH_OUT=load_demo_cpu.json bench/run_demo.sh
+#   BENCH_LEVELS=1,4,16 BENCH_REQUESTS=8 BENCH_TOKENS_PER_S=100 BENCH_OUT=mine.json bench/run_demo.sh
+# The report goes to bench/results/tmp/load_demo.json (ignored by git) unless BENCH_OUT names another
+# file (a bare name lands in bench/results/, next to the measured runs the docs quote); BENCH_REQUESTS
+# sets the requests per level (default: max(24, 4 x level)).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +16,9 @@ LM_PORT=${BENCH_LM_PORT:-19093}
 API_PORT=${BENCH_API_PORT:-19091}
 LEVELS=${BENCH_LEVELS:-1,4,16}
 TOKENS_PER_S=${BENCH_TOKENS_PER_S:-100}
-OUT=${BENCH_OUT:-load_demo_cpu.json}
+OUT=${BENCH_OUT:-bench/results/tmp/load_demo.json}
+REQUESTS=()
+if [[ -n "${BENCH_REQUESTS:-}" ]]; then REQUESTS=(--requests "$BENCH_REQUESTS"); fi
 LOGS=$(mktemp -d)
 
 pids=()
@@ -47,4 +52,4 @@ fi
 
 "$PY" -m bench.bench --url "http://127.0.0.1:$API_PORT" --voice alloy,nova --levels "$LEVELS" \
   --label "demo: tiny random codec + fake vLLM at ${TOKENS_PER_S} tokens/s per stream, $(nproc) CPU cores" \
-  --out "$OUT" "$@"
+  --out "$OUT" "${REQUESTS[@]}" "$@"

@@ -139,7 +139,7 @@ class SpeechRequest(BaseModel):
         None,
         max_length=MAX_INTERLEAVE_ID_CHARS,
         description="Turn history id shared by the requests of one reply (or header X-Interleave-Id; "
-        "the body wins). See INTERLEAVE.md.",
+        "the body wins). See docs/interleave.md.",
     )
     max_retain_interleave: int | None = Field(
         None,

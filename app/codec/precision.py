@@ -7,8 +7,8 @@ The choice depends on what the device can do fast, and it is explained (a startu
   float32 speed at >= 30 dB SNR against float32 (the tests check the SNR);
 - **other CPUs** (AVX2, AVX-512 without BF16): float32. bf16 is emulated there and many times slower;
   int8 dynamic quantization of the linear layers stays at about 21 dB SNR against float32, short of
-  the 30 dB that adopting it would need, and ONNX Runtime was not measured at full size (README,
-  Benchmarks; ``bench/cpu_precision_eval.py``);
+  the 30 dB that adopting it would need, and ONNX Runtime was not measured at full size
+  (docs/benchmarks.md; ``bench/cpu_precision_eval.py``);
 - **NPU** (Ascend): bfloat16, the native matrix format of its cube units;
 - **CUDA**: float32 with CUDA graphs (``CUDA_GRAPHS``); TF32 matrix products only when
   ``CODEC_TF32=true``.

@@ -32,7 +32,7 @@ CUDA_GRAPH_BUCKETS = (1, 2, 4, 8, 16)
 """Batch sizes with a CUDA graph."""
 CUDA_GRAPH_MAX = 96
 """Most CUDA graphs kept, startup and lazy captures together."""
-# The stitcher's schedule (app/audio/stitcher.py); the README's codec-speed section has the measurements
+# The stitcher's schedule (app/audio/stitcher.py); docs/benchmarks.md ("Stitch schedule") has the measurements
 # behind these values (bench/stitch_bench.py).
 DEFAULT_PLAYBACK_SPEED = 2.0
 """First decode window of a stream, in seconds of audio (a request's ``playback_speed``)."""

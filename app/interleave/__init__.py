@@ -3,5 +3,5 @@
 ``turns`` holds the turn record and the retention rules, ``fit`` the prompt and its fit to the caps and
 the LM window, ``ids`` what an id maps to, ``tokenizer`` how prompt tokens are counted, ``store`` the
 store protocol and factory (``shm``, ``redis_store``, ``memory``), ``service`` the glue the speech route
-uses. Design and settings: ``INTERLEAVE.md`` at the repository root.
+uses. Design and settings: ``docs/interleave.md``.
 """

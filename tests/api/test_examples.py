@@ -45,8 +45,9 @@ async def test_curl_script(app_url: str, tmp_path: Path) -> None:
     out = await run(["bash", str(EXAMPLES / "curl.sh")], app_url, tmp_path)
     assert (tmp_path / "hello.wav").read_bytes()[:4] == b"RIFF"
     assert (tmp_path / "stream.pcm").stat().st_size == PCM_BYTES
-    assert "speech.audio.done" in (tmp_path / "events.txt").read_text()
+    assert "speech.audio.done" in out
     assert "ringgit" in out
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hello.wav", "stream.pcm"]
 
 
 async def test_livekit_example_sends_the_interleave_header(app_url: str, fake_vllm: FakeVLLM) -> None:

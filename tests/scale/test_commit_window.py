@@ -1,4 +1,4 @@
-"""The interleave commit window: a turn is in the store before its response's last byte (INTERLEAVE.md).
+"""The interleave commit window: a turn is in the store before its response's last byte (docs/interleave.md).
 
 The store here takes ``DELAY_S`` to append, far longer than a client needs to send its next request
 to another worker; a second store on the same directory stands for that other worker. Every transport

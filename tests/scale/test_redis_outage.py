@@ -87,7 +87,7 @@ async def test_registration_and_interleave_503_while_redis_is_down_built_in_spee
         for voice in ("husein", "nova"):  # built-in voices and aliases never need the registry
             spoken = await client.post(SPEECH, json={"input": "Still speaking.", "voice": voice})
             assert spoken.status_code == 200 and spoken.content, spoken.text
-        cold = await client.post(SPEECH, json=turn)  # an interleave id goes on cold (INTERLEAVE.md)
+        cold = await client.post(SPEECH, json=turn)  # an interleave id goes on cold (docs/interleave.md)
         assert cold.status_code == 200 and cold.headers["X-Interleave-Turns"] == "0"
 
         await relay.open()  # Redis is back: everything is there again, nothing was lost
