@@ -38,6 +38,7 @@ async def api_url(tiny_codec_dir: Path) -> AsyncIterator[str]:
         ("/docs", f".opblock-summary-path[data-path='{OPERATION}']"),  # Swagger UI's operation row
         ("/scalar", f'text="{OPERATION}"'),  # its path, as Scalar writes it on the operation
     ],
+    ids=["swagger-ui", "scalar"],
 )
 async def test_page_renders_offline(api_url: str, tmp_path: Path, path: str, operation: str) -> None:
     async with httpx.AsyncClient() as client:
