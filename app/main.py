@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from app.api import catalog, health, interleave, normalize, ops, speech, vc, voices
 from app.api.admission import Admission, AdmissionMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware
+from app.api.docs_pages import install_docs
 from app.api.edge import install_edge
 from app.api.errors import install_error_handlers
 from app.api.middleware import RequestIdMiddleware
@@ -75,6 +76,8 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
         version="0.1.0",
         description="OpenAI-compatible streaming text-to-speech: speech-token LM + NeuCodec.",
         lifespan=lifespan,
+        docs_url=None,  # /docs and /scalar, with their assets served here: install_docs
+        redoc_url=None,
     )
     app.state.tracing = tracing
     app.state.metrics = metrics
@@ -92,4 +95,5 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     for module in (speech, vc, voices, normalize, interleave, catalog, health, ops):
         app.include_router(module.router)
     ops.install_openapi(app, SYNTHESIS_PATHS)
+    install_docs(app)
     return app

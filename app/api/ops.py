@@ -1,4 +1,4 @@
-"""Operations endpoints: Prometheus ``/metrics`` and the Scalar API reference at ``/scalar``."""
+"""Operations endpoints: Prometheus ``/metrics``, and the completion of the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, Response
-from scalar_fastapi import get_scalar_api_reference
+from fastapi.responses import Response
 
 from app.core import routes
 from app.observability.metrics import Metrics
@@ -21,12 +20,6 @@ async def metrics(request: Request) -> Response:
     registry: Metrics = request.app.state.metrics
     body = await asyncio.to_thread(registry.exposition)
     return Response(body, media_type=registry.content_type)
-
-
-@router.get(routes.DOCS, include_in_schema=False)
-async def scalar(request: Request) -> HTMLResponse:
-    """Interactive API reference over ``/openapi.json``."""
-    return get_scalar_api_reference(openapi_url=request.app.openapi_url, title=request.app.title)
 
 
 ERROR_SCHEMA: dict[str, Any] = {

@@ -38,18 +38,22 @@ def _registered(voice: RegisteredVoice) -> dict[str, Any]:
             voice.duration_s if voice.duration_s is not None else voice.n_codes / TOKENS_PER_SECOND, 2
         ),
         "created_at": voice.created_at,
+        "families": list(voice.codes),
     }
 
 
 @router.get(routes.VOICES)
 async def list_voices(request: Request) -> dict[str, list[dict[str, Any]]]:
-    """``{"voices": [{"id", "name", "type", "aliases", ...}]}``: built-in voices, then registered ones."""
+    """``{"voices": [{"id", "name", "type", "aliases", "families", ...}]}``: built-in voices, then
+    registered ones; ``families`` names the model families that accept the voice (a model's family is
+    in ``/v1/models``)."""
     engine: Engine = request.app.state.engine
     builtin: dict[str, dict[str, Any]] = {}
     for family in engine.families:
         catalog = family.voices
         for v in catalog.voices:
-            builtin.setdefault(v, {"id": v, "name": v, "type": "builtin", "aliases": catalog.aliases_of(v)})
+            new = {"id": v, "name": v, "type": "builtin", "aliases": catalog.aliases_of(v), "families": []}
+            builtin.setdefault(v, new)["families"].append(family.name)
     return {"voices": list(builtin.values()) + [_registered(v) for v in await engine.registry.voices()]}
 
 

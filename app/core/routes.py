@@ -15,6 +15,9 @@ HEALTH = "/health"
 READY = "/ready"
 METRICS = "/metrics"
 DOCS = "/scalar"
+SWAGGER_DOCS = "/docs"
+DOCS_ASSETS = "/docs/assets"
+"""The API reference pages' scripts and styles (served by the app, app/api/docs_pages.py)."""
 API_PREFIX = "/v1"
 
 SYNTHESIS_PATHS = frozenset({SPEECH, VC})
@@ -23,5 +26,5 @@ UPLOAD_PATHS = frozenset({VC, VOICES})
 """Routes that take a multipart audio upload: the upload size cap."""
 ADMITTED_PATHS = SYNTHESIS_PATHS | {VOICES}
 """POSTs that hold a stream slot: synthesis, and voice registration (it decodes and encodes a clip)."""
-UNTRACED_PATHS = (HEALTH, READY, METRICS, DOCS, "/openapi.json", "/docs", "/favicon.ico")
+UNTRACED_PATHS = (HEALTH, READY, METRICS, DOCS, "/openapi.json", SWAGGER_DOCS, "/favicon.ico")
 """Probe and documentation routes that get no server span."""
