@@ -26,7 +26,7 @@ async def api_url(tiny_codec_dir: Path) -> AsyncIterator[str]:
     fake = FakeVLLM(Script(tokens_per_event=4))
     await fake.start()
     try:
-        async with serve(http_settings(tiny_codec_dir, fake.url, VC_ENABLED=False)) as url:
+        async with serve(http_settings(tiny_codec_dir, fake.url, REFERENCE_VOICES=False)) as url:
             yield url
     finally:
         await fake.stop()
