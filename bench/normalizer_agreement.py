@@ -36,7 +36,7 @@ from bench.normalizer_corpus import BATCHES, CORPUS, ENTITY_TYPES, LANGUAGES, Ca
 HERE = Path(__file__).resolve().parent
 RESULTS_DIR = HERE / "results"
 REPORT = HERE / "NORMALIZER.md"
-TARGETS = {"en": 0.95, "ms": 0.95, "zh": 0.95, "ta": 0.90, "cs": 0.90}  # issue 19
+TARGETS = {"en": 0.95, "ms": 0.95, "zh": 0.95, "ta": 0.90, "cs": 0.90}  # the agreement targets
 _SPACES = re.compile(r"\s+")
 HEADER = """\
 # Spoken normalizer: agreement with our corpus
@@ -55,7 +55,7 @@ script; the rest is measured on every run).
   so its agreement mostly measures how consistently the normalizer follows them. The second batch (68
   harder sentences) was written once the normalizer existed, without running it, and scored once
   before any change: **58/68 exact (85.3%)**: en 14/18, ms 14/14, zh 13/14, ta 11/12, cs 6/10. The
-  third batch (180 sentences, issue 19) covers classes a Malaysian call centre sends that the first two
+  third batch (180 sentences) covers classes a Malaysian call centre sends that the first two
   lacked (signed amounts, versions, hashtags and mentions, road numbers with a slash, vehicle plates,
   Malay "hb" dates, Tamil compound numbers, Malay clock times, and ids mixed with letters, dates with
   dashes or dots, ranges, km/j and sq ft, "ke-3", decimal percentages); it was written by hand before
@@ -66,7 +66,7 @@ script; the rest is measured on every run).
   nobody has looked at scores far lower than these tables (85% for the second batch, 25% for the third).
 - **No expected answer was changed to match the output.** One Tamil sentence was dropped while the
   corpus was being written (its written form glued a time to a case suffix after a space, which no one
-  writes). Issue 19 changed two conventions (Tamil tens and units joined, "pukul" before a Malay clock
+  writes). The third batch changed two conventions (Tamil tens and units joined, "pukul" before a Malay clock
   time); 19 Tamil and 10 Malay or code-switched expected forms of the first two batches were rewritten
   to the new conventions when they changed. Disagreements that remain are listed at the end, with the
   reason when the expected reading is itself debatable.
@@ -92,7 +92,7 @@ script; the rest is measured on every run).
   2026-09-12, 2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before",
   在...) or when the first number is larger, otherwise a fraction. Numbers longer than 15 digits are
   read digit by digit.
-- **Issue 19 classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
+- **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
   负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted
   number after version, versi, firmware, iOS, 版本, பதிப்பு) is the version word (version, versi, 版本,
@@ -159,7 +159,7 @@ short numbers after phone words read digit by digit ("Dial 999", "拨打999"); "
 a suffix glued to a word that ends in a consonant (ரிங்கிட்டுக்கு); the counted-noun rule and the month
 vote in code-switching; three missing marker words (asal, kali, usually).
 
-## Fixes made after the third batch's first run (issue 19)
+## Fixes made after the third batch's first run
 
 The eight classes above as families (signs on money, numbers, percentages and units; versions after v or
 a version word; hashtags, mentions and # ids; road numbers after a road word; plates; hb dates and

@@ -806,7 +806,7 @@ _CS_2 = [
      "twenty ringgit je.", "money"),
 ]  # fmt: skip
 
-# The third batch (issue 19): call-centre classes the first two lacked (signed amounts, versions, hashtags and
+# The third batch: call-centre classes the first two lacked (signed amounts, versions, hashtags and
 # mentions, road numbers with a slash, vehicle plates, Malay "hb" dates, Tamil joined compounds, Malay clock
 # times with "pukul", and the further classes: ids mixed with letters, dates with dashes or dots, ranges of
 # money and times, km/j and sq ft, "ke-3", percentages with decimals). Written by hand before any fix and

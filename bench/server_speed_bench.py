@@ -1,4 +1,4 @@
-"""Old codec defaults against new ones, through the real server, in one run (issue 17).
+"""Old codec defaults against new ones, through the real server, in one run.
 
     python -m bench.server_speed_bench [--codec-dir DIR] [--rounds 3] [--streams 8] [--out F.json]
 
@@ -6,7 +6,7 @@ Starts a fake vLLM that sends every speech token of an utterance in one event (a
 codec is all that is measured) and two servers (``python -m app``) on the official-size random NeuCodec
 decoder, both loaded for the whole run:
 
-- ``old``: the defaults before issue 17: ``CODEC_DTYPE=float32``, ``CODEC_SCHEDULING=fifo`` (first come,
+- ``old``: the previous defaults: ``CODEC_DTYPE=float32``, ``CODEC_SCHEDULING=fifo`` (first come,
   first served), ``CODEC_BATCHING=on`` (windows of equal length batched, 2 ms window, up to 16, bucketed
   decode lengths), ``STREAM_PAST_CONTEXT_S=3``, ``CROSSFADE_MS=12``, ``STREAM_REDECODE_BUDGET=0``;
 - ``new``: the server's defaults (``CODEC_DTYPE=auto``, deadline scheduling, ``CODEC_BATCHING=auto``,

@@ -64,9 +64,9 @@ DEFAULT: Seconds = (
     defaults.STREAM_REDECODE_BUDGET,
 )
 SCHEDULES: dict[str, Seconds] = {
-    "default": DEFAULT,  # the server's defaults (since issue 17: C below)
-    "before_17": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0, 0.0),  # the defaults before issue 17
-    # issue 17's candidates (docs/benchmarks.md, "Stitch schedule"); the names are those of
+    "default": DEFAULT,  # the server's defaults (C below)
+    "before_17": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0, 0.0),  # the previous defaults
+    # the candidates (docs/benchmarks.md, "Stitch schedule"); the names are those of
     # bench/results/stitch_sweep*.json
     "past_0.3": (2.0, 0.2, 2.0, 10.0, 0.3, 12.0, 0.0),
     "past_1.0": (2.0, 0.2, 2.0, 10.0, 1.0, 12.0, 0.0),

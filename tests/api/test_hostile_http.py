@@ -1,4 +1,4 @@
-"""Hostile requests end to end (issue 21), against the app served with ``python -m app``'s options:
+"""Hostile requests end to end, against the app served with ``python -m app``'s options:
 uploads that are playlists or session files, stalled headers and bodies, huge JSON, early multipart
 refusals, HEAD probes, input with nothing speakable."""
 
@@ -456,7 +456,7 @@ async def test_a_spoken_mode_expansion_past_the_window_is_spoken_in_parts_that_f
     url: str, fake_vllm: FakeVLLM
 ) -> None:
     """``"1."`` 2048 times is 4096 characters (allowed) but thousands of prompt tokens once read out: a
-    long input is spoken in parts (issue 18), each prompt and its max_tokens within the LM window, so
+    long input is spoken in parts, each prompt and its max_tokens within the LM window, so
     the backend never refuses one (no 502)."""
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         expanded = await client.post(SPEECH, json=body(input="1." * 2048, mode="spoken"))

@@ -204,7 +204,7 @@ async def test_with_api_keys_a_voice_is_usable_by_every_key_and_deletable_by_its
     tmp_path: Path,
     store_settings: dict[str, object],
 ) -> None:
-    """Issue 21, item 6: with API_KEYS, any key could delete any registered voice."""
+    """With API_KEYS, only the key that registered a voice (or an admin key) may delete it."""
     keys = {"API_KEYS": "key-a,key-b", "ADMIN_API_KEYS": "key-admin"}
     settings = http_settings(tiny_codec_dir, fake_vllm.url, **store_settings, **keys)
     a, b, admin = bearer("key-a"), bearer("key-b"), bearer("key-admin")

@@ -348,7 +348,7 @@ def test_bad_buckets_are_rejected(buckets: tuple) -> None:
         StitchSchedule(4, 2.0, 10, 2, 3, 288, buckets=buckets)
 
 
-# --- play-out deadlines, chunks as they are decoded, re-decoded codes (issue 17) -----------------------
+# --- play-out deadlines, chunks as they are decoded, re-decoded codes --------------------------------
 
 
 async def test_each_decode_gets_the_time_the_listener_runs_out_of_audio() -> None:

@@ -91,7 +91,7 @@ async def test_ready_turns_503_with_a_reason_when_the_backend_is_down(
     async with serve(http_settings(tiny_codec_dir, fake_vllm.url)) as url, httpx.AsyncClient(timeout=10) as c:
         ready = await c.get(url + "/ready")
         assert ready.status_code == 200 and ready.json()["checks"] == {"codec": True, "lm": True}
-        expected = choose_precision("auto", "cpu")  # what CODEC_DTYPE=auto picked, and why (issue 17)
+        expected = choose_precision("auto", "cpu")  # what CODEC_DTYPE=auto picked, and why
         assert ready.json()["codec"] == {"dtype": expected.dtype, "tf32": False, "reason": expected.reason}
         await fake_vllm.stop()
         down = await c.get(url + "/ready")

@@ -1,4 +1,4 @@
-"""Two server processes sharing one store see the same voices, turns and metrics (issue 20).
+"""Two server processes sharing one store see the same voices, turns and metrics.
 
 With Redis (as replicas behind a load balancer would) and without it (the workers of one host sharing
 VOICES_DIR and the shm turn store), every step goes through one server and is checked through the

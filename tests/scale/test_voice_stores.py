@@ -102,7 +102,7 @@ async def test_a_restarted_process_reads_every_voice_with_its_consent(
 async def test_a_voice_records_its_owner_and_only_that_owner_removes_it_through_either_process(
     make_registry: Callable[[], VoiceRegistry],
 ) -> None:
-    """Issue 21, item 6, in the store: the owner check and the delete are one step, whichever process
+    """In the store: the owner check and the delete are one step, whichever process
     asks; no owner (an admin key, or keys off) removes any voice."""
     one, two = make_registry(), make_registry()
     await one.start()

@@ -1,4 +1,4 @@
-"""Issue 19: the call-centre classes, each in every language where it applies (inputs not in the corpus).
+"""The call-centre classes, each in every language where it applies (inputs not in the corpus).
 
 Signed amounts, version strings, hashtags and mentions, road numbers with a slash, vehicle plates, Malay
 "hb" dates, Tamil joined compounds and "pukul" before Malay clock times; and the readings they must not

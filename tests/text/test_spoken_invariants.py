@@ -1,5 +1,5 @@
 """The contract of ``normalize_spoken`` over our corpus and random input: no digit left, plain text
-unchanged, idempotent, and the agreement targets of issue 19 held."""
+unchanged, idempotent, and the agreement targets held."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from app.text.spoken import normalize_spoken
 from bench.normalizer_corpus import CORPUS, LANGUAGES
 
-TARGETS = {"en": 0.95, "ms": 0.95, "zh": 0.95, "ta": 0.90, "cs": 0.90}  # issue 19
+TARGETS = {"en": 0.95, "ms": 0.95, "zh": 0.95, "ta": 0.90, "cs": 0.90}  # the agreement targets
 
 
 def has_digit(text: str) -> bool:
