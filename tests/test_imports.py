@@ -33,11 +33,14 @@ TORCH_MODULES = {  # packages and modules that wrap torch, redis or a device: th
         for family in ("neucodec", "moss")
         for part in ("codec", "fixtures", "precision")
     ),
-    "app.families.neucodec.lm.transformers_source",
-    "app.families.neucodec.lm.batched_source",
+    *(
+        f"app.families.neucodec.lm.{name}"
+        for name in ("transformers_source", "engine", "loading", "sampling")
+    ),
     "app.families.neucodec.lm.speech_head",
     *(f"app.families.moss.lm.{name}" for name in ("model", "local", "loader", "sampling", "engine")),
     "app.families.shared.precision_part",
+    "app.families.shared.scheduler",
     "app.families.shared.run_config",
 }
 

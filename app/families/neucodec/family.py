@@ -214,9 +214,9 @@ class NeuCodecFamily:
         self.running.add("codec", self._close_codec)
         log.info("starting LM source %s", self.source.name)
         lm_setting = "TTS_MODEL" if s.LM_BACKEND == "transformers" else "TTS_API"
+        self.running.add("LM source", self.source.close)  # closing one that did not start is safe
         async with startup_step(lm_setting, getattr(s, lm_setting), "LM"):
             await self.source.start()
-        self.running.add("LM source", self.source.close)
         if s.LM_BACKEND == "http" and not await self.source.ready():
             log.warning(
                 "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 502 and /ready "

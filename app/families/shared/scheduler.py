@@ -82,7 +82,8 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
 
     ``max_waiting`` bounds the requests that may wait for a row (None: unbounded); beyond it ``submit``
     refuses new requests with 429, while a request submitted with ``follows`` (a later part of a response
-    already admitted) always waits its turn.
+    already admitted) always waits its turn. ``device`` is the thread's current device; ``tensors`` where
+    the step's inputs are made (the device of the model's weights; ``device`` unless given).
     """
 
     def __init__(
@@ -95,12 +96,14 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         prefill_chunk: int,
         prefill_rows: int | None = None,
         max_waiting: int | None = None,
+        tensors: torch.device | None = None,
     ) -> None:
         prefill_rows = max_rows if prefill_rows is None else prefill_rows
         if min(max_rows, cache_budget, prefill_chunk, prefill_rows) < 1 or (max_waiting or 0) < 0:
             raise ValueError("max_rows, cache_budget, prefill_chunk and prefill_rows must be positive")
         self.name = name
-        self.device = device
+        self.device = device  # the thread's current device
+        self.tensors = device if tensors is None else tensors  # where the step's inputs are made
         self.max_rows = max_rows
         self.cache_budget = cache_budget
         self.prefill_chunk = prefill_chunk
@@ -332,8 +335,8 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
             padding = torch.zeros((len(rows), batch.width + 1), dtype=torch.long)
             for i, row in enumerate(rows):
                 padding[i, batch.width - row.length :] = 1
-            mask = padding.to(self.device)
-        positions = torch.tensor([[row.length] for row in rows], device=self.device)
+            mask = padding.to(self.tensors)
+        positions = torch.tensor([[row.length] for row in rows], device=self.tensors)
         done = self._shared_forward(rows, self.step_inputs(rows), mask, positions, batch.cache)
         if done is None:
             batch.rows, batch.cache, batch.width = [], None, 0

@@ -67,6 +67,7 @@ class KnownCodec:
 async def family_on(settings: Settings) -> NeuCodecFamily:
     family = NeuCodecFamily(settings, Interleave(settings, None), Metrics())
     family.codec = KnownCodec()
+    family.running.add("LM source", family.source.close)
     await family.source.start()
     return family
 

@@ -91,12 +91,13 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         self._tensors = model.local_transformer.model.norm.weight.device  # where inputs are made
         super().__init__(
             "MOSS frame",
-            self._tensors,
+            loaded.device,
             max_rows=max_batch,
             cache_budget=max_cached_rows,
             prefill_chunk=prefill_chunk,
             prefill_rows=prefill_rows,
             max_waiting=max_waiting,
+            tensors=self._tensors,
         )
         self.loaded = loaded
         self._local: LocalCache | None = None
