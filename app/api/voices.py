@@ -38,6 +38,7 @@ def _registered(voice: RegisteredVoice) -> dict[str, Any]:
             voice.duration_s if voice.duration_s is not None else voice.n_codes / TOKENS_PER_SECOND, 2
         ),
         "created_at": voice.created_at,
+        "lexicons": list(voice.lexicons),
     }
 
 

@@ -108,7 +108,12 @@ def _scope(value: object, where: str) -> str | None:
 
 
 def _entry(
-    grapheme: object, alias: object, case_sensitive: object, language: str | None, where: str, limits: LexiconLimits
+    grapheme: object,
+    alias: object,
+    case_sensitive: object,
+    language: str | None,
+    where: str,
+    limits: LexiconLimits,
 ) -> LexiconEntry:
     if not isinstance(grapheme, str) or not isinstance(alias, str):
         raise LexiconError(f"{where}: grapheme and alias must be strings")
@@ -157,7 +162,9 @@ def _local(element: Element) -> str:
     return element.tag.rpartition("}")[2]
 
 
-def parse_pls(document: str, case_sensitive: bool = False, limits: LexiconLimits = LexiconLimits()) -> Lexicon:
+def parse_pls(
+    document: str, case_sensitive: bool = False, limits: LexiconLimits = LexiconLimits()
+) -> Lexicon:
     """A lexicon from a PLS document (hardened parser: no DTD, entities or external references). Each
     ``<lexeme>``'s graphemes take its first ``<alias>``; ``xml:lang`` of ``<lexicon>`` is the language of
     every entry (a tag of none of en, ms, zh, ta: every language)."""
@@ -165,7 +172,9 @@ def parse_pls(document: str, case_sensitive: bool = False, limits: LexiconLimits
         root = fromstring(document, forbid_dtd=True, forbid_entities=True, forbid_external=True)
     except ParseError as exc:
         line, column = exc.position
-        raise LexiconError(f"the PLS document is not well-formed XML at line {line}, column {column + 1}") from exc
+        raise LexiconError(
+            f"the PLS document is not well-formed XML at line {line}, column {column + 1}"
+        ) from exc
     except DefusedXmlException as exc:
         raise LexiconError("the PLS document may not have a DTD, entities or external references") from exc
     if _local(root) != "lexicon":
@@ -255,7 +264,9 @@ class Pronouncer:
             key = text[start:end].casefold()
             for rule in self._index.get(key, ()):
                 match = rule.pattern.match(text, start)
-                if match is None or (rule.bounded_end and match.end() < len(text) and _is_word(text[match.end()])):
+                if match is None or (
+                    rule.bounded_end and match.end() < len(text) and _is_word(text[match.end()])
+                ):
                     continue
                 if rule.entry.language is not None:
                     detected = detected or detect_language(text)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from app.core.errors import InvalidRequest, ValidationFailed
 from app.text.lexicon import Pronouncer
+from app.text.speakable import is_speakable
 from app.text.spoken.language import detect_language
 from app.text.spoken.say_as import read_as
-from app.text.speakable import is_speakable
 from app.text.ssml import Pause, Piece, SentenceEnd, SsmlLimits, is_ssml, parse_ssml
 
 __all__ = ["Normalize", "Pause", "Speak", "SpokenPlan", "plan_input"]
@@ -70,7 +70,9 @@ class SpokenPlan:
 
     def marked(self) -> str:
         """The spoken text with each pause marked as ``<break time="700ms"/>``."""
-        parts = [item.text if isinstance(item, Speak) else f'<break time="{item.ms}ms"/>' for item in self.items]
+        parts = [
+            item.text if isinstance(item, Speak) else f'<break time="{item.ms}ms"/>' for item in self.items
+        ]
         return " ".join(parts)
 
 
@@ -197,7 +199,9 @@ async def plan_input(
             elif item.fixed:
                 planner.add_text(item.text, item.rate)
             else:
-                language_of = item.language if item.language != "auto" else detect_language(blocks[item.block])
+                language_of = (
+                    item.language if item.language != "auto" else detect_language(blocks[item.block])
+                )
                 await planner.say_as(item, language_of)
         plan = planner.plan(ssml=True)
     if not any(isinstance(item, Speak) for item in plan.items):

@@ -133,7 +133,9 @@ class _Builder:
             raise self.error(f"SSML nests deeper than {self.limits.max_depth} elements")
         if self.elements > self.limits.max_elements:
             raise self.error(f"SSML has more than {self.limits.max_elements} elements")
-        node = _Node(_local(tag), {(_local(k) if k != XML_LANG else "lang"): v for k, v in attributes.items()})
+        node = _Node(
+            _local(tag), {(_local(k) if k != XML_LANG else "lang"): v for k, v in attributes.items()}
+        )
         if node.tag == "break":
             self.breaks += 1
             if self.breaks > self.limits.max_breaks:
@@ -151,8 +153,8 @@ class _Builder:
         if self.stack:
             self.stack[-1].children.append(text)
 
-    def close(self) -> _Node | None:
-        return self.root
+    def close(self) -> None:
+        return None
 
 
 def parse_ssml(text: str, limits: SsmlLimits, language: str = "auto", param: str = "input") -> Document:
@@ -169,12 +171,15 @@ def parse_ssml(text: str, limits: SsmlLimits, language: str = "auto", param: str
     parser = DefusedXMLParser(target=builder, forbid_dtd=True, forbid_entities=True, forbid_external=True)
     try:
         parser.feed(text.lstrip("\ufeff"))
-        root = parser.close()
+        parser.close()
     except ParseError as exc:
         line, column = exc.position
-        raise error(f"SSML is not well-formed XML: {_reason(exc)} at line {line}, column {column + 1}") from None
+        raise error(
+            f"SSML is not well-formed XML: {_reason(exc)} at line {line}, column {column + 1}"
+        ) from None
     except DefusedXmlException:
         raise error("SSML may not contain a DTD, entity declarations or external references") from None
+    root = builder.root
     if root is None or root.tag != "speak":
         raise error(f"the SSML root element must be <speak>, not <{root.tag if root else ''}>")
     flat = _Flattener(limits, error)
@@ -265,7 +270,9 @@ class _Flattener:
             ms = round(float(match[1]) * (1 if match[2] == "ms" else 1000))
         elif strength is not None:
             if strength.strip() not in STRENGTH_MS:
-                raise self.fail(f"break strength must be one of {', '.join(STRENGTH_MS)}, got {strength[:32]!r}")
+                raise self.fail(
+                    f"break strength must be one of {', '.join(STRENGTH_MS)}, got {strength[:32]!r}"
+                )
             ms = STRENGTH_MS[strength.strip()]
         else:
             ms = STRENGTH_MS["medium"]
@@ -287,7 +294,9 @@ class _Flattener:
         elif number := _NUMBER.fullmatch(value):
             rate = float(number[1])
         else:
-            raise self.fail(f"prosody rate must be x-slow .. x-fast, a percentage or a number, got {value[:32]!r}")
+            raise self.fail(
+                f"prosody rate must be x-slow .. x-fast, a percentage or a number, got {value[:32]!r}"
+            )
         if not 0 < rate <= 10:
             raise self.fail(f"prosody rate must be above 0% and at most 1000%, got {value[:32]!r}")
         return rate
