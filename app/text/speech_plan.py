@@ -22,6 +22,7 @@ options bound in).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -89,7 +90,7 @@ def _join(left: str, right: str) -> str:
 def _sentence_ended(text: str) -> str:
     """``text`` with a closing mark (a full stop, "。" after CJK) unless it has one."""
     text = text.rstrip()
-    if not text or text[-1] in _CLOSING or not is_speakable(text[-1]):
+    if not text or text[-1] in _CLOSING or unicodedata.category(text[-1])[0] not in "LNM":
         return text
     return text + ("。" if _wide(text[-1]) else ".")
 
@@ -100,8 +101,10 @@ class _Planner:
         self.normalize = normalize
         self.ignored = ignored
         self.items: list[Speak | Pause] = []
+        self.sentence_ended = False
 
     def add_text(self, text: str, rate: float) -> None:
+        self._close_sentence()
         last = self.items[-1] if self.items else None
         if isinstance(last, Speak) and last.rate == rate:
             self.items[-1] = Speak(_join(last.text, text), rate)
@@ -109,15 +112,21 @@ class _Planner:
             self.items.append(Speak(text.strip(), rate))
 
     def add_pause(self, ms: int) -> None:
+        self._close_sentence()
         if self.items and isinstance(last := self.items[-1], Pause):
             self.items[-1] = Pause(last.ms + ms)
         else:
             self.items.append(Pause(ms))
 
     def end_sentence(self) -> None:
-        if self.items and isinstance(self.items[-1], Speak):
+        """A sentence ends here: its closing mark goes in when more follows (none after the last)."""
+        self.sentence_ended = True
+
+    def _close_sentence(self) -> None:
+        if self.sentence_ended and self.items and isinstance(self.items[-1], Speak):
             last = self.items[-1]
             self.items[-1] = Speak(_sentence_ended(last.text), last.rate)
+        self.sentence_ended = False
 
     async def plain(self, pieces: list[Piece]) -> None:
         """A run of ordinary text of one language and rate: lexicons, then the normalizer."""
@@ -182,7 +191,7 @@ async def plan_input(
             blocks[piece.block] = blocks.get(piece.block, "") + piece.text
         planner = _Planner(pronouncer, normalize, document.ignored)
         run: list[Piece] = []
-        for item in [*document.items, SentenceEnd()]:
+        for item in [*document.items, None]:  # None: the end, where the last run is planned
             if isinstance(item, Piece) and not item.say_as and not item.fixed:
                 if run and (run[0].language, run[0].rate) != (item.language, item.rate):
                     await planner.plain(run)
@@ -192,6 +201,8 @@ async def plan_input(
             if run:
                 await planner.plain(run)
                 run = []
+            if item is None:
+                break
             if isinstance(item, Pause):
                 planner.add_pause(item.ms)
             elif isinstance(item, SentenceEnd):
