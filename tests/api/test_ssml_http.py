@@ -170,7 +170,8 @@ async def test_say_as_reads_as_the_normalizer_does_for_that_class(app_url: str, 
         month_first = await normalized(
             client,
             app_url,
-            f'<speak xml:lang="{language}"><say-as interpret-as="date" format="mdy">9/12/2026</say-as></speak>',
+            f'<speak xml:lang="{language}">'
+            '<say-as interpret-as="date" format="mdy">9/12/2026</say-as></speak>',
         )
         assert month_first["output"] == speaker.month_first_date(12, 9, 2026)
 
@@ -180,7 +181,8 @@ async def test_sub_lang_p_s_and_breaks_in_normalize_output(app_url: str, languag
     other = "ms" if language != "ms" else "en"
     document = (
         f'<speak xml:lang="{language}"><p>{GREETINGS[language]}</p><s><sub alias="Jalan">Jln.</sub> 7</s>'
-        f'<break time="1.2s"/><lang xml:lang="{other}">12</lang> <emphasis>{QUESTIONS[language]}</emphasis></speak>'
+        f'<break time="1.2s"/><lang xml:lang="{other}">12</lang> '
+        f"<emphasis>{QUESTIONS[language]}</emphasis></speak>"
     )
     async with httpx.AsyncClient(timeout=30) as client:
         result = await normalized(client, app_url, document, mode="spoken")
