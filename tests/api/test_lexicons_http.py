@@ -12,14 +12,16 @@ import pytest
 
 from tests.api.conftest import http_settings, serve
 from tests.api.test_speech_http import assert_openai_error
-from tests.api.test_voices_http import bearer, register, store_settings  # noqa: F401  (fixture)
+from tests.api.test_voices_http import bearer, register
+from tests.api.test_voices_http import store_settings as store_settings  # the fixture: both stores
 from tests.fakes.fake_vllm import FakeVLLM
 from tests.interleave.conftest import redis_prefix  # noqa: F401  (a test's own Redis keys)
 
 LEXICONS = "/v1/audio/lexicons"
 NORMALIZE = "/v1/audio/normalize"
 PLS = """<?xml version="1.0" encoding="UTF-8"?>
-<lexicon version="1.0" xmlns="http://www.w3.org/2005/01/pronunciation-lexicon" alphabet="ipa" xml:lang="ms-MY">
+<lexicon version="1.0" xmlns="http://www.w3.org/2005/01/pronunciation-lexicon"
+         alphabet="ipa" xml:lang="ms-MY">
   <lexeme><grapheme>Jln.</grapheme><grapheme>Jl.</grapheme><alias>Jalan</alias></lexeme>
   <lexeme><grapheme>TTDI</grapheme><alias>Taman Tun Dr Ismail</alias></lexeme>
 </lexicon>"""
