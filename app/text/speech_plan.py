@@ -39,6 +39,7 @@ Normalize = Callable[[str, str], Awaitable[str]]
 """``normalize(text, language)``: the spoken form of ``text`` in ``language`` (en, ms, zh, ta, auto)."""
 
 _WIDE = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+_SPACES = re.compile(r"\s+")
 _CLOSING = frozenset(".!?;:,…。！？；：，、")
 _NO_SPACE_BEFORE = frozenset(",.;:!?)]}…。，、；：！？）」』")
 
@@ -79,7 +80,7 @@ class SpokenPlan:
 
 def _join(left: str, right: str) -> str:
     """Two runs of spoken text: one space between them, none before a closing mark or between CJK."""
-    left, right = left.rstrip(), right.lstrip()
+    left, right = left.rstrip(), right.strip()
     if not left or not right:
         return left or right
     if right[0] in _NO_SPACE_BEFORE or (_wide(left[-1]) and _wide(right[0])):
@@ -105,6 +106,7 @@ class _Planner:
 
     def add_text(self, text: str, rate: float) -> None:
         self._close_sentence()
+        text = _SPACES.sub(" ", text)
         last = self.items[-1] if self.items else None
         if isinstance(last, Speak) and last.rate == rate:
             self.items[-1] = Speak(_join(last.text, text), rate)
@@ -132,9 +134,13 @@ class _Planner:
         """A run of ordinary text of one language and rate: lexicons, then the normalizer."""
         head = pieces[0]
         raw = "".join(piece.text for piece in pieces)
-        if not is_speakable(raw):  # punctuation between elements stays as it is
-            self.add_text(raw, head.rate)
-        else:
+        lead = 0  # punctuation right after an element (", and then") stays as it is: the
+        while lead < len(raw) and unicodedata.category(raw[lead])[0] not in "LNM":  # normalizer drops it
+            lead += 1
+        if lead:
+            self.add_text(raw[:lead], head.rate)
+            raw = raw[lead:]
+        if raw:
             spoken = await self.normalize(self.pronouncer.apply(raw, head.language), head.language)
             self.add_text(spoken, head.rate)
 
