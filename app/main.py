@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import catalog, health, interleave, normalize, ops, speech, vc, voices
+from app.api import catalog, health, interleave, lexicons, normalize, ops, speech, vc, voices
 from app.api.admission import Admission, AdmissionMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware
 from app.api.docs_pages import install_docs
@@ -92,7 +92,7 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     app.add_middleware(RequestMiddleware, tracing=tracing, metrics=metrics)
     tracing.install(app)  # outermost: the server span covers everything below
     install_error_handlers(app)
-    for module in (speech, vc, voices, normalize, interleave, catalog, health, ops):
+    for module in (speech, vc, voices, lexicons, normalize, interleave, catalog, health, ops):
         app.include_router(module.router)
     ops.install_openapi(app, SYNTHESIS_PATHS)
     install_docs(app)

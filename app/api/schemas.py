@@ -73,6 +73,24 @@ PlaybackSpeed = Annotated[
 PlaybackOverlapSpeed = Annotated[
     float | None, Field(ge=0, le=2, description="Seconds of future context per decode window.")
 ]
+MAX_REQUEST_LEXICONS = 8
+Lexicons = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=64)]] | None,
+    Field(
+        max_length=MAX_REQUEST_LEXICONS,
+        description="Registered lexicons to apply, first wins; before the voice's and the server's.",
+    ),
+]
+FormLexicons = Annotated[
+    str, Field(max_length=1024, description="Registered lexicons to apply, comma-separated, first wins.")
+]
+
+
+def _names(value: str) -> list[str]:
+    """The names of a comma-separated form field."""
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
 StreamNormalize = Annotated[
     bool | None, Field(description="Loudness normalization; default STREAM_NORMALIZE.")
 ]
@@ -98,14 +116,27 @@ class NormalizeRequest(TextOptions):
     """Body of ``POST /v1/audio/normalize``."""
 
     model_config = ConfigDict(extra="ignore")
-    input: str = Field(min_length=1, description="Text to normalize (at most MAX_INPUT_CHARS).")
+    input: str = Field(min_length=1, description="Text or SSML to normalize (at most MAX_INPUT_CHARS).")
+    lexicons: Lexicons = None
+
+
+class SpokenSegment(BaseModel):
+    """One item of an SSML input's plan: text spoken at ``rate`` times the speed, or a break."""
+
+    type: Literal["speech", "break"]
+    text: str | None = None
+    rate: float | None = None
+    ms: int | None = Field(None, description="A break's silence, in milliseconds.")
 
 
 class NormalizeResponse(BaseModel):
-    """The normalized text and the mode that produced it."""
+    """The normalized text and the mode that produced it; for SSML also its segments (``output`` then
+    marks each break as ``<break time="700ms"/>``) and what was read as plain text."""
 
     output: str
     mode: NormalizerMode
+    segments: list[SpokenSegment] | None = None
+    ignored: list[str] | None = None
 
 
 class SpeechRequest(BaseModel):
@@ -147,6 +178,7 @@ class SpeechRequest(BaseModel):
         le=64,
         description="History turns in the prompt, 0 = no limit; default MAX_RETAIN_INTERLEAVE.",
     )
+    lexicons: Lexicons = None
 
     def text_options(self) -> TextOptions:
         """The text-normalization fields of this request."""
@@ -155,6 +187,9 @@ class SpeechRequest(BaseModel):
     def voice_name(self) -> str | None:
         """The requested voice as a plain string (None = default)."""
         return self.voice.id if isinstance(self.voice, VoiceRef) else self.voice
+
+    def lexicon_names(self) -> list[str]:
+        return list(self.lexicons or ())
 
 
 class VCForm(BaseModel):
@@ -184,10 +219,14 @@ class VCForm(BaseModel):
     normalize_malaysian: NormalizeMalaysian = None
     language: TextLanguage = "auto"
     prompt: Prompt = None
+    lexicons: FormLexicons = ""
 
     def text_options(self) -> TextOptions:
         """How both texts are normalized."""
         return TextOptions.model_validate(self, from_attributes=True)
+
+    def lexicon_names(self) -> list[str]:
+        return _names(self.lexicons)
 
 
 class VoiceUploadForm(BaseModel):
@@ -203,3 +242,30 @@ class VoiceUploadForm(BaseModel):
         None, max_length=1024, description="Consent record of the speaker (stored, not checked)."
     )
     language: TextLanguage = "auto"
+    lexicons: str = Field(
+        "", max_length=1024, description="Registered lexicons attached to the voice, comma-separated."
+    )
+
+    def lexicon_names(self) -> list[str]:
+        return _names(self.lexicons)
+
+
+class LexiconEntryIn(BaseModel):
+    """One entry: ``grapheme`` (the written form) is said as ``alias``."""
+
+    model_config = ConfigDict(extra="forbid")
+    grapheme: str = Field(min_length=1, max_length=128)
+    alias: str = Field(min_length=1, max_length=512)
+    case_sensitive: bool | None = Field(None, description="Match the case as written; default the lexicon's.")
+    language: str | None = Field(None, description="Only in text of this language (en, ms, zh, ta).")
+
+
+class LexiconCreate(BaseModel):
+    """Body of ``POST /v1/audio/lexicons``: JSON ``entries`` or a W3C PLS document (``pls``)."""
+
+    model_config = ConfigDict(extra="ignore")
+    name: str = Field(min_length=1, max_length=64, description="Lexicon name: 1-64 of A-Z a-z 0-9 _ -.")
+    entries: list[LexiconEntryIn] | None = Field(None, description="The entries (or give pls).")
+    pls: str | None = Field(None, description="A PLS document with <alias> entries (or give entries).")
+    language: str | None = Field(None, description="Default language of the entries; none = every language.")
+    case_sensitive: bool = Field(False, description="Default case rule of the entries.")

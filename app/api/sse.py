@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 from app.core.errors import APIError
 from app.core.stats import UtteranceStats
@@ -23,8 +23,11 @@ def _event(payload: dict[str, object]) -> bytes:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
-async def sse_events(encoded: AsyncIterator[bytes], stats: UtteranceStats) -> AsyncIterator[bytes]:
-    """Frame the encoded audio as SSE events; ``stats`` supplies the usage counts at the end."""
+async def sse_events(
+    encoded: AsyncIterator[bytes], stats: UtteranceStats, ssml_ignored: Sequence[str] = ()
+) -> AsyncIterator[bytes]:
+    """Frame the encoded audio as SSE events; ``stats`` supplies the usage counts at the end, and the
+    done event names the SSML that was read as plain text (``ssml_ignored``) when there was any."""
     try:
         async for data in encoded:
             yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")})
@@ -39,5 +42,8 @@ async def sse_events(encoded: AsyncIterator[bytes], stats: UtteranceStats) -> As
         "output_tokens": stats.codes,
         "total_tokens": input_tokens + stats.codes,
     }
-    yield _event({"type": "speech.audio.done", "usage": usage})
+    done: dict[str, object] = {"type": "speech.audio.done", "usage": usage}
+    if ssml_ignored:
+        done["ssml_ignored"] = list(ssml_ignored)
+    yield _event(done)
     yield b"data: [DONE]\n\n"

@@ -24,7 +24,7 @@ async def audio_response(synthesis: Synthesis) -> Response:
     if not plan.post.stream:
         return Response(await synthesis.whole(), media_type=synthesis.media_type, headers=headers)
     if plan.stream_format == "sse":
-        events = sse_events(synthesis.encoded(), synthesis.stats)
+        events = sse_events(synthesis.encoded(), synthesis.stats, synthesis.plan.ignored)
         return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **extra})
     return StreamingResponse(
         _audio_body(synthesis.encoded()),

@@ -39,6 +39,7 @@ def _registered(voice: RegisteredVoice) -> dict[str, Any]:
         ),
         "created_at": voice.created_at,
         "families": list(voice.codes),
+        "lexicons": list(voice.lexicons),
     }
 
 

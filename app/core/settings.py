@@ -115,6 +115,31 @@ class TextSettings(BaseSettings):
     NORMALIZE_OFFLOAD_CHARS: int = Field(
         2000, ge=0, description="Texts longer than this are normalized in a worker thread."
     )
+    # --- pronunciation lexicons and SSML (docs/pronunciation.md) ----------------------------------------
+    LEXICON_PATH: str = Field(
+        "",
+        description="Server-wide lexicon: a .json or PLS (.pls, .xml) file, or a directory of them; "
+        "applied after a request's and its voice's; empty = none.",
+    )
+    LEXICONS_DIR: str = Field(
+        "", description="Directory of registered lexicons (VOICE_STORE=file); empty = VOICES_DIR/lexicons."
+    )
+    MAX_LEXICONS: int = Field(100, ge=0, description="Most lexicons that can be registered.")
+    MAX_LEXICON_ENTRIES: int = Field(5000, ge=1, le=100_000, description="Most entries in one lexicon.")
+    SSML_MAX_CHARS: int = Field(
+        16384,
+        ge=1,
+        description="Longest SSML input, markup included (its text counts against MAX_INPUT_CHARS).",
+    )
+    SSML_MAX_DEPTH: int = Field(32, ge=1, le=256, description="Deepest nesting of SSML elements.")
+    SSML_MAX_ELEMENTS: int = Field(1024, ge=1, description="Most elements in one SSML document.")
+    SSML_MAX_BREAKS: int = Field(100, ge=0, description="Most <break> elements in one SSML document.")
+    SSML_MAX_BREAK_S: float = Field(
+        60.0,
+        ge=0,
+        le=3600,
+        description="Longest total silence of the breaks of one SSML document, in seconds.",
+    )
 
 
 class DeviceSettings(BaseSettings):

@@ -1,4 +1,5 @@
-"""The Engine: the loaded model families, the text normalizer, the voice registry and the turn store.
+"""The Engine: the loaded model families, the text normalizer, the voice and lexicon registries and the
+turn store.
 
 Built once in the lifespan of ``create_app`` (``start``) and closed at shutdown (``close``); routes
 reach it through ``request.app.state.engine``. Nothing here runs at import. ``MODEL_FAMILIES`` names
@@ -19,8 +20,10 @@ from app.core.settings import ServerSettings
 from app.families.registry import specs
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
+from app.synthesis.lexicons import LexiconRegistry
 from app.synthesis.registry import VoiceRegistry
-from app.synthesis.voice_stores.factory import build_voice_store
+from app.synthesis.voice_stores.factory import build_lexicon_store, build_voice_store
+from app.text.lexicon import LexiconLimits
 from app.text.llm import LLMNormalizer
 from app.text.normalizer import TextNormalizer
 
@@ -61,6 +64,7 @@ class Engine:
     normalizer: TextNormalizer
     registry: VoiceRegistry
     interleave: Interleave
+    lexicons: LexiconRegistry
     metrics: Metrics = field(default_factory=Metrics)
 
     @classmethod
@@ -80,7 +84,13 @@ class Engine:
         ]
         reserved = [name for family in families for name in family.voices.names()]
         registry = VoiceRegistry.of(build_voice_store(settings), settings.MAX_REGISTERED_VOICES, reserved)
-        return cls(settings, families, build_normalizer(settings), registry, interleave, metrics)
+        lexicons = LexiconRegistry(
+            build_lexicon_store(settings),
+            settings.MAX_LEXICONS,
+            LexiconLimits(max_entries=settings.MAX_LEXICON_ENTRIES),
+            settings.LEXICON_PATH,
+        )
+        return cls(settings, families, build_normalizer(settings), registry, interleave, lexicons, metrics)
 
     @property
     def default(self) -> ModelFamily:
@@ -119,6 +129,7 @@ class Engine:
             log.info("starting model family %s (%s)", family.name, ", ".join(family.model_ids()))
             await family.start()
         await self.registry.start()
+        await self.lexicons.start()
         if self.normalizer.llm is not None:
             await self.normalizer.llm.start()
 
@@ -127,6 +138,7 @@ class Engine:
         for family in reversed(self.families):
             await family.close()
         await self.registry.close()
+        await self.lexicons.close()
         if self.normalizer.llm is not None:
             await self.normalizer.llm.close()
 

@@ -7,6 +7,7 @@ any audio: the model, the voice, the capabilities the request needs, the text le
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
@@ -17,12 +18,14 @@ from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
 from app.core.settings import ServerSettings
 from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
 from app.interleave.ids import HEADER as INTERLEAVE_HEADER
+from app.families.shared.long_input import part_seed
 from app.interleave.ids import header_echo
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
 from app.text.clean import clean_text
 from app.text.normalizer import NormalizeResult
+from app.text.speech_plan import SpokenPlan
 from app.text.speakable import require_speakable
 
 T = TypeVar("T")
@@ -157,14 +160,20 @@ class Conversation:
     key: str
 
 
+IGNORED_HEADER = "X-SSML-Ignored"
+"""Response header: the SSML elements and attributes that were read as plain text, comma-separated."""
+
+
 @dataclass(frozen=True)
 class SpeechPlan:
-    """A synthesis request with every option resolved, once: what its family speaks (``job``), what the
-    post stages do (``post``), the response's shape and the span attributes. Everything after planning
-    reads this, never the request again."""
+    """A synthesis request with every option resolved, once: what its family speaks (``job``, and the
+    segments and pauses of ``spoken``: one segment for plain text), what the post stages do (``post``),
+    the response's shape and the span attributes. Everything after planning reads this, never the
+    request again."""
 
     family: ModelFamily
     job: SpeechJob
+    spoken: SpokenPlan
     post: PostOptions
     stream_format: Literal["audio", "sse"]
     conversation: Conversation | None = None
@@ -174,23 +183,39 @@ class SpeechPlan:
         """The request's options for the ``tts.stream`` span."""
         return self.job.attributes
 
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        """SSML read as plain text (the header and the SSE done event say so)."""
+        return self.spoken.ignored
+
+    def segment_job(self, text: str, index: int) -> SpeechJob:
+        """The job of segment ``index``: its text, the request's seed derived for it (as for the parts of
+        a long input; segment 0 keeps the request's)."""
+        sampling = dataclasses.replace(self.job.sampling, seed=part_seed(self.job.sampling.seed, index))
+        return dataclasses.replace(self.job, text=text, sampling=sampling)
+
     def headers(self) -> dict[str, str]:
-        """Headers of the response the plan itself knows: the interleave id it continues."""
-        if self.conversation is None:
-            return {}
-        return {INTERLEAVE_HEADER: header_echo(self.conversation.name)}
+        """Headers of the response the plan itself knows: the interleave id it continues, and the SSML
+        it read as plain text (ASCII only)."""
+        headers = {}
+        if self.conversation is not None:
+            headers[INTERLEAVE_HEADER] = header_echo(self.conversation.name)
+        if self.ignored:
+            value = ", ".join(self.ignored).encode("ascii", "backslashreplace").decode("ascii")
+            headers[IGNORED_HEADER] = value[:1024]
+        return headers
 
 
 def plan_request(
     settings: ServerSettings,
     family: ModelFamily,
     opts: SynthesisFields,
-    text: str,
+    spoken: SpokenPlan,
     voice: str | ReferenceVoice,
     conversation: Conversation | None = None,
     retain_turns: int | None = None,
 ) -> SpeechPlan:
-    """The plan of a request whose text is normalized and whose voice is resolved."""
+    """The plan of a request whose text is normalized into ``spoken`` and whose voice is resolved."""
     post = PostOptions(
         response_format=opts.response_format,
         stream=opts.stream,
@@ -213,7 +238,7 @@ def plan_request(
     }
     job = SpeechJob(
         model=opts.model or family.model_ids()[0],
-        text=text,
+        text=spoken.text,
         voice=voice,
         sampling=sampling(family, opts),
         first_chunk_s=opts.playback_speed,
@@ -222,4 +247,4 @@ def plan_request(
         retain_turns=given(retain_turns, settings.MAX_RETAIN_INTERLEAVE),
         attributes=attributes,
     )
-    return SpeechPlan(family, job, post, opts.stream_format, conversation)
+    return SpeechPlan(family, job, spoken, post, opts.stream_format, conversation)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from app.core.constants import CODE_VALUES
 from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
@@ -59,6 +59,8 @@ class RegisteredVoice:
     owner: str | None = None  # the tenant (key fingerprint) that registered it; None: keys were off
     duration_s: float | None = None
     """The clip's length; None in records written before it was kept."""
+    lexicons: tuple[str, ...] = ()
+    """The pronunciation lexicons attached to the voice, by name (after a request's own)."""
 
     @property
     def n_codes(self) -> int:
@@ -75,6 +77,7 @@ class RegisteredVoice:
             "consent": self.consent,
             "owner": self.owner,
             "duration_s": self.duration_s,
+            "lexicons": list(self.lexicons),
         }
 
     @classmethod
@@ -85,7 +88,7 @@ class RegisteredVoice:
             raise ValueError(f"unknown version {version!r}")
         name, text, codes = data.get("name"), data.get("reference_text"), data.get("codes")
         created, consent, owner = data.get("created_at"), data.get("consent"), data.get("owner")
-        duration = data.get("duration_s")
+        duration, lexicons = data.get("duration_s"), data.get("lexicons", [])
         if not isinstance(name, str) or not NAME_RE.match(name):
             raise ValueError(f"bad name {name!r}")
         if not isinstance(text, str):
@@ -104,18 +107,44 @@ class RegisteredVoice:
             raise ValueError("bad owner")
         if duration is not None and (not isinstance(duration, int | float) or duration < 0):
             raise ValueError("bad duration_s")
+        if not isinstance(lexicons, list) or not all(
+            isinstance(n, str) and NAME_RE.match(n) for n in lexicons
+        ):
+            raise ValueError("bad lexicons")
         codes_by_family = {str(f): tuple(c) for f, c in by_family.items()}
         seconds = None if duration is None else float(duration)
-        return cls(name, text, codes_by_family, created, consent, owner=owner, duration_s=seconds)
+        return cls(
+            name,
+            text,
+            codes_by_family,
+            created,
+            consent,
+            owner=owner,
+            duration_s=seconds,
+            lexicons=tuple(lexicons),
+        )
 
 
 class VoiceStoreError(Exception):
     """The voice store's backend failed (Redis unreachable, I/O error)."""
 
 
-class VoiceStore(Protocol):
-    """Where registered voices live. Names are unique case-insensitively; a version string changes
-    whenever the set of voices changes. Backend failures raise ``VoiceStoreError``."""
+class StoredRecord(Protocol):
+    """What a store holds: a named record with its JSON form (a voice, a lexicon), whose ``owner``
+    field the store's remove checks."""
+
+    @property
+    def name(self) -> str: ...
+
+    def to_json(self) -> dict[str, object]: ...
+
+
+R = TypeVar("R", bound=StoredRecord)
+
+
+class RecordStore(Protocol[R]):
+    """Where registered voices (or lexicons) live. Names are unique case-insensitively; a version
+    string changes whenever the set of records changes. Backend failures raise ``VoiceStoreError``."""
 
     name: str
 
@@ -127,18 +156,21 @@ class VoiceStore(Protocol):
         """The store's current version (cheap: checked on every use)."""
         ...
 
-    async def load(self) -> tuple[str, list[RegisteredVoice]]:
-        """Every valid voice and a version no newer than them (bad records are logged and skipped)."""
+    async def load(self) -> tuple[str, list[R]]:
+        """Every valid record and a version no newer than them (bad records are logged and skipped)."""
         ...
 
-    async def add(self, voice: RegisteredVoice, max_voices: int) -> AddResult:
+    async def add(self, voice: R, max_voices: int) -> AddResult:
         """Store ``voice`` unless its name is taken ("exists") or ``max_voices`` exist ("full"): atomic."""
         ...
 
     async def remove(self, name: str, owner: str | None) -> RemoveResult:
-        """Delete the voice called ``name`` ("absent" when there is none), when ``owner`` is None or is
+        """Delete the record called ``name`` ("absent" when there is none), when ``owner`` is None or is
         the owner it records ("not_owner" otherwise): atomic."""
         ...
+
+
+VoiceStore = RecordStore[RegisteredVoice]
 
 
 @dataclass
@@ -236,13 +268,21 @@ class VoiceRegistry:
         now: int,
         owner: str | None = None,
         duration_s: float | None = None,
+        lexicons: Sequence[str] = (),
     ) -> RegisteredVoice:
-        """Store a new voice with its codes per family, owned by ``owner`` (a key's tenant; None when
-        keys are off). Raises as ``check_name``; 503: store down."""
+        """Store a new voice with its codes per family and the lexicons attached to it, owned by
+        ``owner`` (a key's tenant; None when keys are off). Raises as ``check_name``; 503: store down."""
         await self.check_name(name)
         by_family = {f: tuple(c) for f, c in codes.items()}
         voice = RegisteredVoice(
-            name, reference_text, by_family, now, consent, owner=owner, duration_s=duration_s
+            name,
+            reference_text,
+            by_family,
+            now,
+            consent,
+            owner=owner,
+            duration_s=duration_s,
+            lexicons=tuple(lexicons),
         )
         try:
             result = await self.store.add(voice, self.max_voices)

@@ -21,7 +21,7 @@ import numpy as np
 
 from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable, ReferenceAudio
-from app.audio.post import PostChain
+from app.audio.post import Boundary, Chunk, PostChain
 from app.core.errors import APIError, BackendError, ClientDisconnected, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice
 from app.core.stats import UtteranceStats
@@ -39,6 +39,8 @@ from app.synthesis.planning import (
     speech_text,
 )
 from app.synthesis.references import read_upload
+from app.synthesis.segments import plan_utterance
+from app.synthesis.spoken import spoken_plan, voice_lexicons
 from app.synthesis.registry import RegisteredVoice
 
 T = TypeVar("T")
@@ -60,6 +62,8 @@ class SpeechFields(SynthesisFields, TextFields, Protocol):
 
     def voice_name(self) -> str | None: ...
 
+    def lexicon_names(self) -> list[str]: ...
+
 
 class VCFields(SynthesisFields, TextFields, Protocol):
     """A ``/v1/audio/vc`` request (the reference clip comes separately; ``reference_text`` is "" when
@@ -67,6 +71,8 @@ class VCFields(SynthesisFields, TextFields, Protocol):
 
     reference_text: str
     generate_text: str
+
+    def lexicon_names(self) -> list[str]: ...
 
 
 class VoiceFields(Protocol):
@@ -77,14 +83,17 @@ class VoiceFields(Protocol):
     consent: str | None
     language: Language
 
+    def lexicon_names(self) -> list[str]: ...
+
 
 @dataclass
 class Synthesis:
-    """A request whose first audio exists: its plan, the PCM still to come and the chain that encodes it."""
+    """A request whose first audio exists: its plan, the audio already there (the first chunk, or every
+    chunk when not streaming), what is still to come, and the chain that encodes it."""
 
     plan: SpeechPlan
-    first: np.ndarray
-    chunks: AsyncGenerator[np.ndarray, None]
+    first: list[Chunk]
+    chunks: AsyncGenerator[Chunk, None]
     chain: PostChain
     stats: UtteranceStats
     headers: dict[str, str] = field(default_factory=dict)
@@ -116,9 +125,10 @@ class Synthesis:
             return await asyncio.shield(in_flight)
 
         try:
-            data = await run(chain.push, self.first)
-            if data:
-                yield data
+            for item in self.first:
+                data = await run(chain.push, item)
+                if data:
+                    yield data
             async for pcm in self.chunks:
                 data = await run(chain.push, pcm)
                 if data:
@@ -156,9 +166,10 @@ class SpeechService:
             engine.require(family, multi_turn=True)
         else:
             conversation = None
-        text = await speech_text(engine, req.input, req, "input")
+        voice_lexicon_names = await voice_lexicons(engine, family, req.voice_name())
+        planned = await spoken_plan(engine, req.input, req, "input", req.lexicon_names(), voice_lexicon_names)
         plan = plan_request(
-            engine.settings, family, req, text, voice, conversation, req.max_retain_interleave
+            engine.settings, family, req, planned.plan, voice, conversation, req.max_retain_interleave
         )
         return await self._synthesize(plan, stats, disconnected)
 
@@ -179,15 +190,15 @@ class SpeechService:
             raise _transcript_needed(family)
         limit = engine.settings.MAX_INPUT_CHARS
         check_input_length(form.reference_text, limit, "reference_text")
-        check_input_length(form.generate_text, limit, "generate_text")
+        # generate_text (plain or SSML) first: a bad one fails before the upload is decoded
+        planned = await spoken_plan(engine, form.generate_text, form, "generate_text", form.lexicon_names())
         reference = await self._read(reference_audio, "reference_audio", shape.rate)
         reference_text = ""
         if form.reference_text:
             reference_text = await speech_text(engine, form.reference_text, form, "reference_text")
-        text = await speech_text(engine, form.generate_text, form, "generate_text")
         codes = await self._encode(family, reference)
         voice = ReferenceVoice(reference_text, tuple(codes), shape.codebooks)
-        plan = plan_request(engine.settings, family, form, text, voice)
+        plan = plan_request(engine.settings, family, form, planned.plan, voice)
         return await self._synthesize(plan, stats, disconnected)
 
     async def register_voice(
@@ -200,6 +211,8 @@ class SpeechService:
         engine = self.engine
         families = self._encoders(bool(form.reference_text))
         await engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
+        lexicons = form.lexicon_names()
+        await engine.lexicons.check_names(lexicons, "lexicons")
         data = await read_upload(engine.settings, audio_sample, "audio_sample")
         text = ""
         if form.reference_text:
@@ -213,7 +226,14 @@ class SpeechService:
             duration_s = reference.duration_s
         now = int(time.time())
         return await engine.registry.add(
-            form.name, text, codes, form.consent, now, owner, duration_s=round(duration_s, 3)
+            form.name,
+            text,
+            codes,
+            form.consent,
+            now,
+            owner,
+            duration_s=round(duration_s, 3),
+            lexicons=lexicons,
         )
 
     def _encoders(self, transcript: bool) -> list[ModelFamily]:
@@ -259,16 +279,16 @@ class SpeechService:
         """Plan ``plan``'s utterance with its family and start it; wait for its first chunk (streaming) or
         all of it, watching for a disconnect. BackendError when it produced no audio; the stream is closed
         on any failure."""
-        utterance = await plan.family.plan(plan.job)
+        utterance = await plan_utterance(plan)
         chain = PostChain(plan.post)
         chunks = utterance.stream(stats)
         try:
             if plan.post.stream:
-                first = await self._watch(disconnected, anext(chunks, None))
+                head = await self._watch(disconnected, anext(chunks, None))
+                first = [head] if head is not None else []
             else:
-                pcm = await self._watch(disconnected, _collect(chunks))
-                first = pcm if pcm.size else None
-            if first is None:
+                first = await self._watch(disconnected, _collect(chunks))
+            if not any(isinstance(item, np.ndarray) and item.size for item in first):
                 raise BackendError("The LM produced no speech tokens.")
         except BaseException:
             chain.close()
@@ -312,12 +332,20 @@ class _LanguageOnly:
     prompt: None = None
 
 
-async def _collect(chunks: AsyncIterator[np.ndarray]) -> np.ndarray:
-    """All chunks of an utterance as one float32 array."""
-    parts = [chunk async for chunk in chunks]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+async def _collect(chunks: AsyncIterator[Chunk]) -> list[Chunk]:
+    """All chunks of an utterance, each run of PCM between boundaries as one float32 array."""
+    items: list[Chunk] = []
+    run: list[np.ndarray] = []
+    async for chunk in chunks:
+        if isinstance(chunk, Boundary):
+            items += [np.concatenate(run)] if run else []
+            items.append(chunk)
+            run = []
+        else:
+            run.append(chunk)
+    return items + ([np.concatenate(run)] if run else [])
 
 
-def _encode_whole(chain: PostChain, pcm: np.ndarray) -> bytes:
+def _encode_whole(chain: PostChain, items: list[Chunk]) -> bytes:
     """A whole utterance through the post chain (in a worker thread)."""
-    return chain.push(pcm) + chain.flush()
+    return b"".join(chain.push(item) for item in items) + chain.flush()

@@ -264,6 +264,10 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
         ("/v1/audio/voices", "post"),
         ("/v1/audio/voices/{name}", "delete"),
         ("/v1/audio/normalize", "post"),
+        ("/v1/audio/lexicons", "post"),
+        ("/v1/audio/lexicons", "get"),
+        ("/v1/audio/lexicons/{name}", "get"),
+        ("/v1/audio/lexicons/{name}", "delete"),
         ("/v1/audio/interleave/{interleave_id}", "get"),
         ("/v1/audio/interleave/{interleave_id}", "delete"),
         ("/v1/models", "get"),
@@ -278,7 +282,7 @@ def test_openapi_pins_the_speech_request(tiny_codec_dir: Path) -> None:
         '["model", "input", "voice", "instructions", "response_format", "speed", "stream_format", "stream",'
         ' "temperature", "repetition_penalty", "max_tokens", "top_p", "top_k", "seed", "playback_speed",'
         ' "playback_overlap_speed", "stream_normalize", "mode", "normalize_malaysian", "language", "prompt",'
-        ' "interleave_id", "max_retain_interleave"]'
+        ' "interleave_id", "max_retain_interleave", "lexicons"]'
     )
     assert schema["components"]["schemas"]["SpeechRequest"]["required"] == ["input"]
 

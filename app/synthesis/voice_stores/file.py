@@ -22,9 +22,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
-from app.synthesis.registry import AddResult, RegisteredVoice, RemoveResult, VoiceStoreError
+from app.synthesis.registry import AddResult, R, RegisteredVoice, RemoveResult, VoiceStoreError
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +48,14 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-class FileVoiceStore:
-    """Voices as files in ``directory`` (created on the first add)."""
+class FileRecordStore(Generic[R]):
+    """Records as files in ``directory`` (created on the first add), read back with ``parse``."""
 
     name = "file"
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, parse: Callable[[dict[str, object]], R]) -> None:
         self.directory = directory
+        self.parse = parse
 
     async def start(self) -> None:
         return None
@@ -65,10 +66,10 @@ class FileVoiceStore:
     async def version(self) -> str:
         return await self._run(self._version)
 
-    async def load(self) -> tuple[str, list[RegisteredVoice]]:
+    async def load(self) -> tuple[str, list[R]]:
         return await self._run(self._load)
 
-    async def add(self, voice: RegisteredVoice, max_voices: int) -> AddResult:
+    async def add(self, voice: R, max_voices: int) -> AddResult:
         return await self._run(self._add, voice, max_voices)
 
     async def remove(self, name: str, owner: str | None) -> RemoveResult:
@@ -78,7 +79,7 @@ class FileVoiceStore:
         try:
             return await asyncio.to_thread(work, *args)
         except OSError as exc:
-            raise VoiceStoreError(f"voice directory {self.directory}: {exc!r}") from exc
+            raise VoiceStoreError(f"store directory {self.directory}: {exc!r}") from exc
 
     # --- blocking work (worker threads) ---------------------------------------------------------------
     def _version(self) -> str:
@@ -98,16 +99,16 @@ class FileVoiceStore:
             return {}
         return {path.stem.lower(): path for path in sorted(self.directory.glob("*.json"))}
 
-    def _load(self) -> tuple[str, list[RegisteredVoice]]:
+    def _load(self) -> tuple[str, list[R]]:
         version = self._version()  # read before the files: a change in between is seen on the next use
         voices = []
         for path in self._files().values():
             try:
-                voice = RegisteredVoice.from_json(json.loads(path.read_text(encoding="utf-8")))
+                voice = self.parse(json.loads(path.read_text(encoding="utf-8")))
                 if voice.name != path.stem:
                     raise ValueError(f"holds voice {voice.name!r}")
             except (OSError, ValueError) as exc:
-                log.warning("skipping voice file %s: %s", path, exc)
+                log.warning("skipping record file %s: %s", path, exc)
                 continue
             voices.append(voice)
         return version, voices
@@ -126,7 +127,7 @@ class FileVoiceStore:
     def _bump(self) -> None:
         _write_atomic(self.directory / VERSION_NAME, secrets.token_hex(8))
 
-    def _add(self, voice: RegisteredVoice, max_voices: int) -> AddResult:
+    def _add(self, voice: R, max_voices: int) -> AddResult:
         with self._locked():
             files = self._files()
             if voice.name.lower() in files:
@@ -151,6 +152,13 @@ class FileVoiceStore:
                 return "absent"
             self._bump()
             return "removed"
+
+
+class FileVoiceStore(FileRecordStore[RegisteredVoice]):
+    """Registered voices as files in ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory, RegisteredVoice.from_json)
 
 
 def _owner_of(path: Path) -> object:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+from collections.abc import Callable
+from typing import Generic
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -22,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from app.synthesis.registry import AddResult, RegisteredVoice, RemoveResult, VoiceStoreError
+from app.synthesis.registry import AddResult, R, RegisteredVoice, RemoveResult, VoiceStoreError
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +67,17 @@ def connect(url: str) -> Redis:
     )
 
 
-class RedisVoiceStore:
-    """Voices in Redis at ``url`` under ``prefix`` (``<prefix>voices``, ``<prefix>voices:version``)."""
+class RedisRecordStore(Generic[R]):
+    """Records in Redis at ``url`` under ``prefix`` (``<prefix><kind>``, ``<prefix><kind>:version``), read
+    back with ``parse``."""
 
     name = "redis"
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, kind: str, parse: Callable[[dict[str, object]], R]) -> None:
         self.url = url
-        self.key = prefix + "voices"
-        self.version_key = prefix + "voices:version"
+        self.key = prefix + kind
+        self.version_key = prefix + kind + ":version"
+        self.parse = parse
         self._client: Redis | None = None
         self._add: AsyncScript | None = None
         self._remove: AsyncScript | None = None
@@ -102,7 +106,7 @@ class RedisVoiceStore:
             raise VoiceStoreError(f"redis voice store failed: {exc!r}") from exc
         return _text(value)
 
-    async def load(self) -> tuple[str, list[RegisteredVoice]]:
+    async def load(self) -> tuple[str, list[R]]:
         try:
             async with self._redis().pipeline(transaction=True) as pipe:
                 pipe.get(self.version_key)
@@ -113,12 +117,12 @@ class RedisVoiceStore:
         voices = []
         for field, value in sorted(items.items()):
             try:
-                voices.append(RegisteredVoice.from_json(json.loads(value)))
+                voices.append(self.parse(json.loads(value)))
             except ValueError as exc:
-                log.warning("skipping voice %r in redis: %s", field, exc)
+                log.warning("skipping record %r of %s in redis: %s", field, self.key, exc)
         return _text(version), voices
 
-    async def add(self, voice: RegisteredVoice, max_voices: int) -> AddResult:
+    async def add(self, voice: R, max_voices: int) -> AddResult:
         assert self._add is not None, "start() first"
         data = json.dumps(voice.to_json(), separators=(",", ":"))
         args: list[str | int] = [voice.name.lower(), data, max_voices, secrets.token_hex(8)]
@@ -142,6 +146,13 @@ class RedisVoiceStore:
         if outcome is None:
             raise VoiceStoreError(f"unexpected answer from the remove script: {result!r}")
         return outcome
+
+
+class RedisVoiceStore(RedisRecordStore[RegisteredVoice]):
+    """Registered voices in Redis (``<prefix>voices``)."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        super().__init__(url, prefix, "voices", RegisteredVoice.from_json)
 
 
 def _text(value: object) -> str:

@@ -35,7 +35,7 @@ from app.text.spoken.patterns import (
 )
 from app.text.spoken.speaker import Speaker
 
-__all__ = ["normalize_spoken"]
+__all__ = ["normalize_spoken", "speaker_for"]
 
 _SPEAKERS: dict[str, Speaker] = {s.code: s for s in (English(), Malay(), Mandarin(), Tamil())}
 _GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥#+-.\u2212")
@@ -55,6 +55,11 @@ _MONTH_GROUP = {"ndate": "nm", "mdate": "fm"}
 _OWN = {"ke": "ms"}
 _LATIN_TAIL = re.compile(r"[A-Za-z0-9.]+$")
 _TAMIL_SUFFIX = re.compile(r"[\u0b80-\u0bff]+")
+
+
+def speaker_for(language: str) -> Speaker:
+    """The phrasing of one of ``LANGUAGES`` (KeyError for any other)."""
+    return _SPEAKERS[language]
 
 
 def _back(text: str, index: int, allowed: frozenset[str]) -> int:

@@ -33,7 +33,7 @@ from app.text.spoken.patterns import (
 )
 from app.text.spoken.speaker import Speaker
 
-__all__ = ["HANDLERS", "road_number"]
+__all__ = ["HANDLERS", "SYMBOL_WORDS", "road_number"]
 
 Handler = Callable[[re.Match[str], Speaker, str], tuple[str, int]]
 
@@ -42,7 +42,7 @@ _SCALES = {
     "M": "m", "juta": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
     "மில்லியன்": "m", "பில்லியன்": "b",
 }  # fmt: skip
-_SYMBOLS = {
+SYMBOL_WORDS = {
     ".": "dot", "@": "at", "_": "underscore", "-": "dash", "+": "plus", "/": "slash", ":": "colon",
     "?": "question mark", "=": "equals", "&": "and", "%": "percent", "#": "hash", "~": "tilde",
 }  # fmt: skip
@@ -128,8 +128,8 @@ def _symbols(sp: Speaker, written: str) -> str:
             parts.append(sp.digits(run))
         elif run.isalpha():
             parts.append("w w w" if run.lower() == "www" else run)
-        elif run in _SYMBOLS:
-            parts.append(_SYMBOLS[run])
+        elif run in SYMBOL_WORDS:
+            parts.append(SYMBOL_WORDS[run])
     return " ".join(parts)
 
 
@@ -195,8 +195,8 @@ def _tag_parts(sp: Speaker, body: str) -> list[str]:
                 parts.append(sp.cardinal(int(run)))
             else:
                 parts.append(sp.digits(run))
-        elif run in _SYMBOLS:
-            parts.append(_SYMBOLS[run])
+        elif run in SYMBOL_WORDS:
+            parts.append(SYMBOL_WORDS[run])
         else:
             parts.append(_spell(sp, run) if run.isupper() else run)
     return parts

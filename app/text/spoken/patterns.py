@@ -18,6 +18,7 @@ __all__ = [
     "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY", "MONTHS",
     "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "ROAD_NUMBER",
     "ROAD_WORDS", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES",
+    "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -195,6 +196,12 @@ _OTHER_START = tuple(
 def _compile(names: tuple[str, ...]) -> re.Pattern[str]:
     patterns = dict(_ALTERNATIVES)
     return re.compile("|".join(f"(?P<{name}>{patterns[name]})" for name in names), re.ASCII)
+
+
+def entity_pattern(name: str) -> re.Pattern[str]:
+    """One alternative of the alternations alone, its outer group named as there (``say_as`` matches a
+    whole ``<say-as>`` text with it and hands the match to the same handler)."""
+    return _compile((name,))
 
 
 # tried only at candidate positions (see ``core``): one for a start on an ASCII letter, one for the rest
