@@ -13,9 +13,10 @@ import pytest
 
 from app.main import create_app
 from app.synthesis.engine import Engine
-from tests.api.conftest import http_settings, serve_app
-from tests.fakes.fake_family import MODEL, ToneFamily
+from tests.api.conftest import serve_app
 from tests.fakes.fake_vllm import FakeVLLM
+from tests.fakes.tone.family import MODEL
+from tests.fakes.tone.serving import tone_engine, tone_settings
 
 
 async def catalog(
@@ -23,9 +24,8 @@ async def catalog(
 ) -> AsyncIterator[tuple[dict[str, Any], list[dict[str, Any]], Engine]]:
     """The models by id and the voices of a server with NeuCodec (default) and the tone family, with a
     registered voice that has NeuCodec codes only."""
-    settings = http_settings(tiny_codec_dir, fake_vllm.url, **overrides)
-    engine = Engine.from_settings(settings)
-    engine.add_family(ToneFamily())
+    settings = tone_settings(tiny_codec_dir, fake_vllm.url, **overrides)
+    engine, _ = tone_engine(settings)
     async with serve_app(create_app(settings, engine=engine)) as url:
         await engine.registry.add("mine", "hello", {"neucodec": [1, 2, 3]}, None, 0, None)
         async with httpx.AsyncClient(base_url=url, timeout=20) as client:

@@ -17,16 +17,14 @@ import pyloudnorm
 import pytest
 
 from app.audio.decoder_pool import ReferenceDecoder
-from app.config import compose
 from app.core.settings import ServerSettings
-from app.families.registry import specs
 from app.main import create_app
-from app.synthesis.engine import Engine
 from app.synthesis.service import SpeechService
-from tests.api.conftest import http_settings, serve_app
+from tests.api.conftest import serve_app
 from tests.fakes import tone as tone_package
 from tests.fakes.fake_vllm import FakeVLLM
 from tests.fakes.tone.family import CHUNK, MODEL, ToneFamily
+from tests.fakes.tone.serving import ENV_BLOCK, ToneServerSettings, tone_engine, tone_settings
 
 SPEECH = "/v1/audio/speech"
 TEXT = "one two three four five"  # 5 words: 20 frames of 80 ms, 1.6 s of tone
@@ -35,31 +33,11 @@ FORMATS = ["pcm", "wav", "mp3", "opus", "aac", "flac"]
 TOLERANCE_S = {"pcm": 0, "wav": 0, "flac": 0, "mp3": 1152 / 24000, "aac": 2048 / 24000, "opus": 0.02}
 
 
-REGISTERED = (*specs(), tone_package.SPEC)  # the registry with the tone family's line
-ToneSettings = compose(REGISTERED)
-ENV_BLOCK = Path(tone_package.__file__).parent / "env_example"
-
-
-def tone_settings(tiny_codec_dir: Path, lm_url: str, **overrides: object) -> ServerSettings:
-    """The default family over http plus the tone family, from one composed settings class."""
-    settings: ServerSettings = http_settings(
-        tiny_codec_dir, lm_url, of=ToneSettings, MODEL_FAMILIES="neucodec,tone", **overrides
-    )
-    return settings
-
-
-def tone_engine(settings: ServerSettings) -> tuple[Engine, ToneFamily]:
-    engine = Engine.from_settings(settings, registered=REGISTERED)
-    tone = engine.family_for(MODEL)
-    assert isinstance(tone, ToneFamily)
-    return engine, tone
-
-
 def test_the_family_is_one_folder_a_registry_line_and_its_settings_block() -> None:
     keys = [line.split("=")[0] for line in ENV_BLOCK.read_text().splitlines() if line[:1].isalpha()]
     own = set(tone_package.SPEC.settings.model_fields) - set(ServerSettings.model_fields)
     assert set(keys) == own == {"TONE_FRAMES_PER_WORD", "TONE_MAX_FRAMES", "TONE_FRAME_DELAY_S"}
-    defaults = ToneSettings(_env_file=ENV_BLOCK)
+    defaults = ToneServerSettings(_env_file=ENV_BLOCK)
     assert (defaults.TONE_FRAMES_PER_WORD, defaults.TONE_MAX_FRAMES) == (4, 100)  # type: ignore[attr-defined]
 
 
