@@ -50,7 +50,7 @@ from app.families.moss.lm.stage import MossLM
 from app.families.moss.lm.types import FrameJob, FrameSampling, Turn
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
-from app.synthesis.engine import Engine, build_normalizer
+from app.synthesis.engine import Engine, build_lexicons, build_normalizer
 from app.synthesis.registry import VoiceRegistry
 from app.synthesis.service import SpeechService
 from app.synthesis.voice_stores.factory import build_voice_store
@@ -171,7 +171,10 @@ async def run(args: argparse.Namespace, loaded: LoadedMoss, counts: list[int]) -
             codec_loader=lambda s, device: codec.to(device),
         )
         registry = VoiceRegistry.of(build_voice_store(settings), 0)
-        engine = Engine(settings, [family], build_normalizer(settings), registry, interleave, metrics)
+        lexicons = build_lexicons(settings)
+        engine = Engine(
+            settings, [family], build_normalizer(settings), registry, interleave, lexicons, metrics
+        )
         decoder = ReferenceDecoder(threads=1, timeout_s=10, min_s=1, max_s=30)
         service = SpeechService(engine, decoder)
         await engine.start()

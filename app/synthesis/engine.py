@@ -55,6 +55,16 @@ def build_normalizer(settings: ServerSettings) -> TextNormalizer:
     return TextNormalizer(llm, offload_chars=settings.NORMALIZE_OFFLOAD_CHARS)
 
 
+def build_lexicons(settings: ServerSettings) -> LexiconRegistry:
+    """The registered lexicons (in the voice store) and the server-wide one (LEXICON_PATH)."""
+    return LexiconRegistry(
+        build_lexicon_store(settings),
+        settings.MAX_LEXICONS,
+        LexiconLimits(max_entries=settings.MAX_LEXICON_ENTRIES),
+        settings.LEXICON_PATH,
+    )
+
+
 @dataclass
 class Engine:
     """Long-lived state of one server process."""
@@ -84,12 +94,7 @@ class Engine:
         ]
         reserved = [name for family in families for name in family.voices.names()]
         registry = VoiceRegistry.of(build_voice_store(settings), settings.MAX_REGISTERED_VOICES, reserved)
-        lexicons = LexiconRegistry(
-            build_lexicon_store(settings),
-            settings.MAX_LEXICONS,
-            LexiconLimits(max_entries=settings.MAX_LEXICON_ENTRIES),
-            settings.LEXICON_PATH,
-        )
+        lexicons = build_lexicons(settings)
         return cls(settings, families, build_normalizer(settings), registry, interleave, lexicons, metrics)
 
     @property

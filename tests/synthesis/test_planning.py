@@ -8,10 +8,12 @@ from typing import Any
 from app.api.schemas import SpeechRequest
 from app.core.family import ModelFamily
 from app.families.registry import specs
+from app.families.shared.long_input import part_seed
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
 from app.synthesis.engine import build_family
 from app.synthesis.planning import Conversation, plan_request
+from app.text.speech_plan import Speak, SpokenPlan
 from tests.conftest import make_settings
 
 
@@ -22,10 +24,15 @@ def neucodec(**overrides: object) -> tuple[Any, ModelFamily]:
     return settings, build_family(spec, settings, Interleave(settings, None), Metrics())
 
 
+def spoken(text: str) -> SpokenPlan:
+    """A plain text's plan: one segment at the request's rate."""
+    return SpokenPlan((Speak(text),))
+
+
 def test_every_default_is_resolved_once_from_the_settings_and_the_family() -> None:
     settings, family = neucodec(DEFAULT_SPEAKING_RATE=1.25, STREAM_NORMALIZE=False, DEFAULT_MAX_TOKENS=700)
     request = SpeechRequest(input="Hello.", response_format="mp3", stream_format="sse")
-    plan = plan_request(settings, family, request, "Hello.", "husein")
+    plan = plan_request(settings, family, request, spoken("Hello."), "husein")
     assert plan.family is family
     assert (plan.post.response_format, plan.post.stream, plan.stream_format) == ("mp3", True, "sse")
     assert (plan.post.speaking_rate, plan.post.normalize) == (1.25, False)
@@ -37,7 +44,7 @@ def test_every_default_is_resolved_once_from_the_settings_and_the_family() -> No
 def test_the_request_wins_over_the_defaults() -> None:
     settings, family = neucodec()
     request = SpeechRequest(input="Hi.", speed=0.8, stream_normalize=True, max_tokens=42, temperature=0.2)
-    plan = plan_request(settings, family, request, "Hi.", "idayu")
+    plan = plan_request(settings, family, request, spoken("Hi."), "idayu")
     assert plan.post.speaking_rate == 0.8 and plan.post.normalize is True
     assert (plan.job.sampling.max_tokens, plan.job.sampling.temperature) == (42, 0.2)
 
@@ -50,3 +57,17 @@ def test_a_conversation_is_stored_under_its_key_and_echoed_under_its_name() -> N
     )
     assert plan.job.interleave_id == "tenant/my chat ✓"
     assert plan.headers() == {"X-Interleave-Id": "my%20chat%20%E2%9C%93"}
+
+
+def test_ssml_segments_get_their_own_seeds_and_what_was_ignored_is_said() -> None:
+    settings, family = neucodec()
+    request = SpeechRequest(input="<speak>...</speak>", seed=5)
+    plan = plan_request(
+        settings, family, request, SpokenPlan((Speak("One."), Speak("Two.")), True, ("voice",)), "husein"
+    )
+    assert plan.job.text == "One. Two."
+    assert [plan.segment_job("One.", 0).sampling.seed, plan.segment_job("Two.", 1).sampling.seed] == [
+        5,
+        part_seed(5, 1),
+    ]
+    assert plan.headers() == {"X-SSML-Ignored": "voice"} and plan.ignored == ("voice",)
