@@ -53,7 +53,7 @@ def test_a_conversation_is_stored_under_its_key_and_echoed_under_its_name() -> N
     settings, family = neucodec()
     request = SpeechRequest(input="Hi.")
     plan = plan_request(
-        settings, family, request, "Hi.", "husein", Conversation("my chat ✓", "tenant/my chat ✓")
+        settings, family, request, spoken("Hi."), "husein", Conversation("my chat ✓", "tenant/my chat ✓")
     )
     assert plan.job.interleave_id == "tenant/my chat ✓"
     assert plan.headers() == {"X-Interleave-Id": "my%20chat%20%E2%9C%93"}
