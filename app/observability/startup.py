@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import shlex
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -99,9 +100,12 @@ def client_url(host: str, port: int) -> str:
 def ready_line(
     url: str, models: Sequence[str], voices: Sequence[str], aliases: int, registered: int
 ) -> tuple[str, dict[str, Any]]:
-    """The "ready" message and its fields: URL, models, voices and a curl example that writes a WAV."""
+    """The "ready" message and its fields: URL, models, voices and a curl example that writes a WAV (of
+    the default model and its first voice: a shell command that works as printed, tested against the
+    demo in ``tests/observability/test_demo.py``)."""
     body = json.dumps({"input": "Hello!", "voice": voices[0], "response_format": "wav", "stream": False})
-    example = f"curl -s {url}/v1/audio/speech -H 'Content-Type: application/json' -d '{body}' -o hello.wav"
+    data = shlex.quote(body)  # a voice name with a quote in it must not end the shell word
+    example = f"curl -s {url}/v1/audio/speech -H 'Content-Type: application/json' -d {data} -o hello.wav"
     voice_text = ", ".join(voices)
     if aliases:
         voice_text += f" (+{aliases} aliases)"

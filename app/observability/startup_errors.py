@@ -20,7 +20,14 @@ from typing import Any
 STARTUP_FAILED = 3  # exit status of a failed startup (uvicorn's own code for it)
 INVALID_SETTINGS = 2  # exit status when a setting does not validate
 _MAX_DETAIL = 240  # characters of an exception's message quoted in the line
-DEMO_HINT = "`make demo` runs offline on tiny random checkpoints"
+DEMO_HINT = "`make demo` serves both model families offline, on tiny random checkpoints"
+# the directory of `python -m app.tools.fixtures --out .fixtures` that `make demo` gives each model setting
+DEMO_DIRS = {
+    "TTS_MODEL": ".fixtures/lm",
+    "CODEC_MODEL": ".fixtures/codec",
+    "MOSS_TTS_MODEL": ".fixtures/moss_tts",
+    "MOSS_CODEC_MODEL": ".fixtures/moss_codec",
+}
 _ALLOCATION_RE = re.compile(r"tried to allocate ([0-9.]+) ?([A-Za-z]*)", re.IGNORECASE)
 _HUB = "https://huggingface.co"
 
@@ -87,11 +94,19 @@ def allocation(exc: BaseException) -> str:
     return ""
 
 
+def demo_hint(setting: str) -> str:
+    """Where the demo's checkpoint for ``setting`` is, after ``DEMO_HINT``."""
+    directory = DEMO_DIRS.get(setting)
+    if directory is None:
+        return DEMO_HINT
+    return f"{DEMO_HINT} ({setting}={directory}, written by `python -m app.tools.fixtures --out .fixtures`)"
+
+
 def _hub_problem(exc: BaseException, setting: str, value: str) -> StartupError | None:
     """The Hugging Face Hub failures: gated, unknown id, offline, unreachable; None for anything else."""
     names = _names(exc)
     endpoint = os.environ.get("HF_ENDPOINT", _HUB)
-    local = f"set {setting} to a local directory with the model's files; {DEMO_HINT}"
+    local = f"set {setting} to a local directory with the model's files; {demo_hint(setting)}"
     if "GatedRepoError" in names:
         return StartupError(
             setting,
@@ -164,7 +179,7 @@ def explain(exc: BaseException, setting: str = "", value: str = "") -> StartupEr
                 setting,
                 value,
                 _detail(exc),
-                f"Point {setting} at a directory in the model's official layout; {DEMO_HINT}",
+                f"Point {setting} at a directory in the model's official layout; {demo_hint(setting)}",
             )
     return StartupError(
         setting,
