@@ -6,6 +6,7 @@
 - ``StartupGuard`` wraps the ASGI app for ``python -m app``: when the lifespan startup fails it logs the
   one line at ERROR and the traceback at DEBUG only, keeps uvicorn from logging the traceback and its
   own "Application startup failed" line, and holds the failure for the process's exit status.
+- ``check_listen`` fails at once, naming PORT or HOST, when the server could not listen where it should.
 - ``ready_line`` is the one record logged once the server listens: URL, models, voices, a curl example.
 """
 
@@ -16,11 +17,12 @@ import contextlib
 import json
 import logging
 import shlex
+import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from app.observability.progress import Task, heartbeat, task
-from app.observability.startup_errors import StartupError, explain
+from app.observability.startup_errors import StartupError, explain, listen_problem
 
 log = logging.getLogger("app.startup")
 _UVICORN_FAILED = "Application startup failed. Exiting."
@@ -86,6 +88,20 @@ class StartupGuard(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (self.failure is not None and record.getMessage() == _UVICORN_FAILED)
+
+
+def check_listen(host: str, port: int) -> None:
+    """Bind ``host``:``port`` as uvicorn will (SO_REUSEADDR; IPv6 when the host has a colon) and let it go
+    again, so that a busy port or a foreign address fails at once, naming PORT or HOST
+    (``listen_problem``), instead of after the models have loaded. A check, not a reservation: a process
+    that takes the port during the load still makes uvicorn's own bind fail."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise listen_problem(exc, host, port) from exc
 
 
 def client_url(host: str, port: int) -> str:

@@ -2,7 +2,8 @@
 
 ``explain(exc, setting, value)`` turns whatever a loader raised into a ``StartupError``: the Hub offline
 or unreachable, a gated or unknown Hub id, a directory without the expected files, an out-of-memory
-load or a device that is not there. The classification looks at the exception and its causes by type
+load or a device that is not there; ``listen_problem`` does the same for an address that cannot be
+bound (PORT busy, HOST not of this machine). The classification looks at the exception and its causes by type
 (Hugging Face Hub and httpx errors, ``MemoryError``, torch's out-of-memory errors) and, for torch's
 CPU allocator, by its message; it never imports torch or huggingface_hub itself.
 
@@ -11,6 +12,7 @@ Nothing here logs: ``app.observability.startup`` logs the line at ERROR and the 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -186,6 +188,27 @@ def explain(exc: BaseException, setting: str = "", value: str = "") -> StartupEr
         value,
         f"{type(exc).__name__}: {_detail(exc)}",
         "LOG_LEVEL=debug prints the traceback",
+    )
+
+
+def listen_problem(exc: OSError, host: str, port: int) -> StartupError:
+    """Why the server cannot listen on ``host``:``port``, naming the setting to change (PORT or HOST)."""
+    where = f"cannot listen on {host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return StartupError(
+            "PORT",
+            str(port),
+            f"{where}: another process already listens there",
+            f"Stop it (`ss -ltnp 'sport = :{port}'` names it) or set PORT to a free port",
+        )
+    if exc.errno == errno.EACCES:
+        remedy = "Set PORT to 1024 or above (the ports below need root)"
+        return StartupError("PORT", str(port), f"{where}: permission denied", remedy)
+    return StartupError(
+        "HOST",
+        host,
+        f"{where}: {exc.strerror or _detail(exc)}",
+        "Set HOST to an address of this machine (0.0.0.0 for every interface, 127.0.0.1 for this one only)",
     )
 
 
