@@ -9,7 +9,14 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 FIXTURES := .fixtures
-DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec DEVICE=cpu
+# The demo: both model families on the tiny random checkpoints of `python -m app.tools.fixtures`, on the
+# CPU, never reaching a hub. `MODEL_FAMILIES=neucodec make demo` (or moss) serves one of them.
+MODEL_FAMILIES ?= neucodec,moss
+DEMO_ENV := LM_BACKEND=transformers TTS_MODEL=$(FIXTURES)/lm CODEC_MODEL=$(FIXTURES)/codec \
+	MOSS_TTS_MODEL=$(FIXTURES)/moss_tts MOSS_CODEC_MODEL=$(FIXTURES)/moss_codec \
+	MODEL_FAMILIES=$(MODEL_FAMILIES) DEVICE=cpu HF_HUB_OFFLINE=1
+# the writers of the checkpoints: the fixtures are written again when one changes
+FIXTURE_WRITERS := $(wildcard app/tools/fixtures/*.py app/lm/byte_tokenizer.py app/lm/planted_stop.py app/families/*/fixtures/*.py)
 
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
 	bench-demo bench-soak bench-server-speed bench-moss-codec bench-moss-lm bench-moss-server gradio clean
@@ -35,12 +42,14 @@ system-deps:
 serve: install
 	LM_BACKEND=transformers $(PY) -m app
 
-$(FIXTURES)/lm/config.json: | install
+$(FIXTURES)/.written: $(FIXTURE_WRITERS) | install
 	$(PY) -m app.tools.fixtures --out $(FIXTURES)
+	touch $@
 
-fixtures: $(FIXTURES)/lm/config.json
+fixtures: $(FIXTURES)/.written
 
-## demo: the same server on tiny random checkpoints (offline; it makes noise, not speech)
+## demo: the same server, both model families, on tiny random checkpoints (offline; it makes noise, not
+## speech: a few seconds of it per request, the checkpoints' planted stop)
 demo: install fixtures
 	$(DEMO_ENV) $(PY) -m app
 

@@ -5,9 +5,11 @@ off because the app writes one access line per request. On SIGTERM (or Ctrl-C) u
 accepting connections, lets in-flight responses finish for up to SHUTDOWN_GRACE_S, cancels the rest,
 then runs the lifespan shutdown that closes the engine (codec threads, LM sessions) and the exporters.
 
-A setting that does not validate ends the process with one line per setting (exit status 2); a startup
-that fails (a model that cannot be found or loaded, a device that is not there) with the one line of
-``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once (130). Once the server listens it
+A setting that does not validate ends the process with one line per setting (exit status 2); an address
+that cannot be bound (PORT busy, HOST not of this machine) with one line naming the setting, before any
+model loads (exit status 3); a startup that fails (a model that cannot be found or loaded, a device that
+is not there) with the one line of ``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once
+(130). Once the server listens it
 logs one "ready" line with a curl example.
 A connection that does not send its request headers within HEADER_READ_TIMEOUT_S is closed (408).
 WORKERS > 1 starts that many processes; each configures its logging and builds its own app (the
@@ -35,8 +37,8 @@ from app.core.errors import APIError
 from app.core.settings import ServerSettings
 from app.main import create_app
 from app.observability.logging import configure_logging
-from app.observability.startup import StartupGuard, client_url, ready_line
-from app.observability.startup_errors import INVALID_SETTINGS, settings_problems
+from app.observability.startup import StartupGuard, check_listen, client_url, ready_line
+from app.observability.startup_errors import INVALID_SETTINGS, StartupError, settings_problems
 from app.synthesis.engine import Engine
 
 log = logging.getLogger("app.startup")
@@ -126,6 +128,11 @@ def main() -> None:
             print(line, file=sys.stderr)
         sys.exit(INVALID_SETTINGS)
     configure_logging(settings)
+    try:
+        check_listen(settings.HOST, settings.PORT)
+    except StartupError as failure:
+        log.error("%s", failure, extra={"setting": failure.setting})
+        sys.exit(failure.exit_code)
     if settings.WORKERS > 1:
         prepare_multiprocess_metrics()
         uvicorn.run(

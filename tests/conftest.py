@@ -46,8 +46,16 @@ def make_settings(of: type[ServerSettings] = Settings, **overrides: object) -> A
 
 @pytest.fixture(scope="session")
 def tiny_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny Qwen3 TTS LM (random weights, full speech vocabulary) written once per session."""
+    """A tiny Qwen3 TTS LM (random weights, full speech vocabulary) written once per session, as the demo
+    has it: with the planted stop schedule, so a generation ends by itself after 2-5 s of codes."""
     return write_tiny_lm(tmp_path_factory.mktemp("tiny_lm"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def plain_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same LM without the stop schedule: a generation runs to its ``max_tokens`` (or until closed),
+    for tests that need one to outlive something else by far more than a few seconds of codes."""
+    return write_tiny_lm(tmp_path_factory.mktemp("plain_lm"), seed=0, stop_schedule=False)
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +66,15 @@ def tiny_codec_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def moss_tts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random MOSS-TTS-Realtime checkpoint in the official layout (seed 0), written once."""
+    """A tiny random MOSS-TTS-Realtime checkpoint in the official layout (seed 0), written once, as the
+    demo has it: with the planted stop schedule, so a turn ends by itself after 2-5 s of frames."""
     return write_moss_tts(tmp_path_factory.mktemp("moss_tts") / "moss_tts", seed=0)
+
+
+@pytest.fixture(scope="session")
+def plain_moss_tts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same checkpoint without the stop schedule: a turn runs to its frame cap."""
+    return write_moss_tts(tmp_path_factory.mktemp("plain_moss_tts") / "moss_tts", seed=0, stop_schedule=False)
 
 
 @pytest.fixture(scope="session")

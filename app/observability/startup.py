@@ -6,6 +6,7 @@
 - ``StartupGuard`` wraps the ASGI app for ``python -m app``: when the lifespan startup fails it logs the
   one line at ERROR and the traceback at DEBUG only, keeps uvicorn from logging the traceback and its
   own "Application startup failed" line, and holds the failure for the process's exit status.
+- ``check_listen`` fails at once, naming PORT or HOST, when the server could not listen where it should.
 - ``ready_line`` is the one record logged once the server listens: URL, models, voices, a curl example.
 """
 
@@ -15,11 +16,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import shlex
+import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from app.observability.progress import Task, heartbeat, task
-from app.observability.startup_errors import StartupError, explain
+from app.observability.startup_errors import StartupError, explain, listen_problem
 
 log = logging.getLogger("app.startup")
 _UVICORN_FAILED = "Application startup failed. Exiting."
@@ -87,6 +90,20 @@ class StartupGuard(logging.Filter):
         return not (self.failure is not None and record.getMessage() == _UVICORN_FAILED)
 
 
+def check_listen(host: str, port: int) -> None:
+    """Bind ``host``:``port`` as uvicorn will (SO_REUSEADDR; IPv6 when the host has a colon) and let it go
+    again, so that a busy port or a foreign address fails at once, naming PORT or HOST
+    (``listen_problem``), instead of after the models have loaded. A check, not a reservation: a process
+    that takes the port during the load still makes uvicorn's own bind fail."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise listen_problem(exc, host, port) from exc
+
+
 def client_url(host: str, port: int) -> str:
     """The URL a client on this machine uses for a server bound to ``host`` (any-address -> localhost)."""
     if host in ("", "0.0.0.0", "::", "[::]"):
@@ -99,9 +116,12 @@ def client_url(host: str, port: int) -> str:
 def ready_line(
     url: str, models: Sequence[str], voices: Sequence[str], aliases: int, registered: int
 ) -> tuple[str, dict[str, Any]]:
-    """The "ready" message and its fields: URL, models, voices and a curl example that writes a WAV."""
+    """The "ready" message and its fields: URL, models, voices and a curl example that writes a WAV (of
+    the default model and its first voice: a shell command that works as printed, tested against the
+    demo in ``tests/observability/test_demo.py``)."""
     body = json.dumps({"input": "Hello!", "voice": voices[0], "response_format": "wav", "stream": False})
-    example = f"curl -s {url}/v1/audio/speech -H 'Content-Type: application/json' -d '{body}' -o hello.wav"
+    data = shlex.quote(body)  # a voice name with a quote in it must not end the shell word
+    example = f"curl -s {url}/v1/audio/speech -H 'Content-Type: application/json' -d {data} -o hello.wav"
     voice_text = ", ".join(voices)
     if aliases:
         voice_text += f" (+{aliases} aliases)"

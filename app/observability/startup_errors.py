@@ -2,7 +2,8 @@
 
 ``explain(exc, setting, value)`` turns whatever a loader raised into a ``StartupError``: the Hub offline
 or unreachable, a gated or unknown Hub id, a directory without the expected files, an out-of-memory
-load or a device that is not there. The classification looks at the exception and its causes by type
+load or a device that is not there; ``listen_problem`` does the same for an address that cannot be
+bound (PORT busy, HOST not of this machine). The classification looks at the exception and its causes by type
 (Hugging Face Hub and httpx errors, ``MemoryError``, torch's out-of-memory errors) and, for torch's
 CPU allocator, by its message; it never imports torch or huggingface_hub itself.
 
@@ -11,6 +12,7 @@ Nothing here logs: ``app.observability.startup`` logs the line at ERROR and the 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,7 +22,14 @@ from typing import Any
 STARTUP_FAILED = 3  # exit status of a failed startup (uvicorn's own code for it)
 INVALID_SETTINGS = 2  # exit status when a setting does not validate
 _MAX_DETAIL = 240  # characters of an exception's message quoted in the line
-DEMO_HINT = "`make demo` runs offline on tiny random checkpoints"
+DEMO_HINT = "`make demo` serves both model families offline, on tiny random checkpoints"
+# the directory of `python -m app.tools.fixtures --out .fixtures` that `make demo` gives each model setting
+DEMO_DIRS = {
+    "TTS_MODEL": ".fixtures/lm",
+    "CODEC_MODEL": ".fixtures/codec",
+    "MOSS_TTS_MODEL": ".fixtures/moss_tts",
+    "MOSS_CODEC_MODEL": ".fixtures/moss_codec",
+}
 _ALLOCATION_RE = re.compile(r"tried to allocate ([0-9.]+) ?([A-Za-z]*)", re.IGNORECASE)
 _HUB = "https://huggingface.co"
 
@@ -87,11 +96,19 @@ def allocation(exc: BaseException) -> str:
     return ""
 
 
+def demo_hint(setting: str) -> str:
+    """Where the demo's checkpoint for ``setting`` is, after ``DEMO_HINT``."""
+    directory = DEMO_DIRS.get(setting)
+    if directory is None:
+        return DEMO_HINT
+    return f"{DEMO_HINT} ({setting}={directory}, written by `python -m app.tools.fixtures --out .fixtures`)"
+
+
 def _hub_problem(exc: BaseException, setting: str, value: str) -> StartupError | None:
     """The Hugging Face Hub failures: gated, unknown id, offline, unreachable; None for anything else."""
     names = _names(exc)
     endpoint = os.environ.get("HF_ENDPOINT", _HUB)
-    local = f"set {setting} to a local directory with the model's files; {DEMO_HINT}"
+    local = f"set {setting} to a local directory with the model's files; {demo_hint(setting)}"
     if "GatedRepoError" in names:
         return StartupError(
             setting,
@@ -164,13 +181,34 @@ def explain(exc: BaseException, setting: str = "", value: str = "") -> StartupEr
                 setting,
                 value,
                 _detail(exc),
-                f"Point {setting} at a directory in the model's official layout; {DEMO_HINT}",
+                f"Point {setting} at a directory in the model's official layout; {demo_hint(setting)}",
             )
     return StartupError(
         setting,
         value,
         f"{type(exc).__name__}: {_detail(exc)}",
         "LOG_LEVEL=debug prints the traceback",
+    )
+
+
+def listen_problem(exc: OSError, host: str, port: int) -> StartupError:
+    """Why the server cannot listen on ``host``:``port``, naming the setting to change (PORT or HOST)."""
+    where = f"cannot listen on {host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return StartupError(
+            "PORT",
+            str(port),
+            f"{where}: another process already listens there",
+            f"Stop it (`ss -ltnp 'sport = :{port}'` names it) or set PORT to a free port",
+        )
+    if exc.errno == errno.EACCES:
+        remedy = "Set PORT to 1024 or above (the ports below need root)"
+        return StartupError("PORT", str(port), f"{where}: permission denied", remedy)
+    return StartupError(
+        "HOST",
+        host,
+        f"{where}: {exc.strerror or _detail(exc)}",
+        "Set HOST to an address of this machine (0.0.0.0 for every interface, 127.0.0.1 for this one only)",
     )
 
 

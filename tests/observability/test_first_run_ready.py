@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 
@@ -93,8 +94,12 @@ def test_pipe_gets_json_lines(tiny_codec_dir: Path, tmp_path: Path) -> None:
         while not ready_line_read(log_path.read_bytes()) and time.monotonic() < deadline:
             assert process.poll() is None, log_path.read_text()[-3000:]
             time.sleep(0.2)
+        url = f"http://127.0.0.1:{env['PORT']}"
+        speech = httpx.post(f"{url}/v1/audio/speech", json={"input": "Hello!", "voice": "husein"}, timeout=30)
+        ready_status = httpx.get(f"{url}/ready", timeout=30).status_code
     finally:
         stop(process)
+    assert (speech.status_code, ready_status) == (502, 503)  # what the warning below says
     lines = log_path.read_text().splitlines()
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert "\x1b" not in log_path.read_text() and "\\u001b" not in log_path.read_text()
@@ -112,6 +117,7 @@ def test_pipe_gets_json_lines(tiny_codec_dir: Path, tmp_path: Path) -> None:
     assert body == {"input": "Hello!", "voice": "husein", "response_format": "wav", "stream": False}
     warning = next(r for r in records if "does not answer yet" in r["message"])
     assert warning["level"] == "warning" and env["TTS_API"] in warning["message"]
+    assert "requests fail with 502" in warning["message"] and "/ready answers 503" in warning["message"]
 
 
 def padded_codec(tiny_codec_dir: Path, directory: Path, padding_bytes: int) -> Path:

@@ -3,7 +3,9 @@ the pieces of the ready line."""
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -90,3 +92,10 @@ def test_client_url_and_ready_line() -> None:
         "-o hello.wav"
     )
     assert message.endswith("Try: " + fields["example"])
+
+
+def test_the_try_command_keeps_a_quote_in_a_voice_name() -> None:
+    _, fields = ready_line("http://localhost:9091", ["m"], ["o'neil"], 0, 0)
+    words = shlex.split(fields["example"])
+    assert json.loads(words[words.index("-d") + 1])["voice"] == "o'neil"
+    assert words[-2:] == ["-o", "hello.wav"]

@@ -219,8 +219,8 @@ class NeuCodecFamily:
             await self.source.start()
         if s.LM_BACKEND == "http" and not await self.source.ready():
             log.warning(
-                "the LM backend at TTS_API=%s does not answer yet: synthesis fails with 502 and /ready "
-                "reports it until it does",
+                "the LM backend at TTS_API=%s does not answer yet: until it does, speech requests fail with "
+                "502 (504 when its connection times out) and /ready answers 503",
                 s.TTS_API,
             )
         await self.conversations.start(self.source)

@@ -36,6 +36,13 @@ def prompter(loaded: LoadedMoss) -> MossPrompter:
     return MossPrompter(loaded.tokenizer, loaded.ids)
 
 
+@pytest.fixture(scope="module")
+def endless(plain_moss_tts_dir: Path) -> LoadedMoss:
+    """The model without the planted stop (a turn runs to its frame cap), for the tests whose first
+    request must outlive other requests' prefills by more than a few seconds of frames."""
+    return load_moss_lm(str(plain_moss_tts_dir))
+
+
 def reference(seed: int, n: int = 6) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 1024, size=(n, 16))
 
@@ -90,12 +97,13 @@ def jobs(prompter: MossPrompter, sampled: bool) -> list[FrameJob]:
 
 @pytest.mark.parametrize("sampled", [False, True], ids=["greedy", "sampled"])
 async def test_a_request_in_a_changing_batch_makes_its_frames_alone(
-    loaded: LoadedMoss, prompter: MossPrompter, sampled: bool
+    endless: LoadedMoss, prompter: MossPrompter, sampled: bool
 ) -> None:
+    loaded = endless
     todo = jobs(prompter, sampled)
     options = {"prefill_chunk": 32}
     expected = [await alone(loaded, job, **options) for job in todo]
-    assert [len(e) for e in expected] == [120, 20, 9, 7]  # random weights: no EOS, max_frames ends them
+    assert [len(e) for e in expected] == [120, 20, 9, 7]  # no planted stop: max_frames ends them
     engine = MossFrameEngine(loaded, max_batch=4, **options)
     engine.start()
     try:
@@ -358,8 +366,9 @@ async def test_requests_prefilled_together_each_make_their_frames_alone(
 
 
 async def test_a_running_stream_gets_a_frame_between_any_two_prefill_chunks(
-    loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
+    endless: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    loaded = endless  # the runner outlives three long prefills: over 100 frames
     runner = prompter.job("I keep talking.", reference=None, max_frames=300, sampling=GREEDY)
     newcomers = [
         prompter.job(f"Newcomer {i} with a long voice prompt.", reference=reference(20 + i, 30), max_frames=3)

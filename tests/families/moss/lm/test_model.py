@@ -56,7 +56,7 @@ def test_load_fills_every_weight_from_the_file(loaded) -> None:  # type: ignore[
     )
     assert loaded.max_positions == 4096
     assert not loaded.model.training
-    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0).state_dict()
+    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0, stop_schedule=True).state_dict()
     state = loaded.model.state_dict()
     assert state.keys() == reference.keys()
     for key, tensor in reference.items():
@@ -200,7 +200,7 @@ def test_a_sharded_checkpoint_loads(tmp_path: Path) -> None:
     directory = write_moss_tts(tmp_path / "sharded", shard_bytes=200_000)
     assert (directory / "model.safetensors.index.json").is_file()
     loaded = load_moss_lm(str(directory))
-    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0).state_dict()
+    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0, stop_schedule=True).state_dict()
     assert all(torch.equal(loaded.model.state_dict()[k], v) for k, v in reference.items())
 
 
@@ -226,6 +226,6 @@ def test_a_bfloat16_checkpoint_loads_into_float32(tmp_path: Path) -> None:
     assert json.loads((directory / "config.json").read_text())["dtype"] == "bfloat16"
     loaded = load_moss_lm(str(directory))
     assert loaded.dtype == torch.float32
-    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0).state_dict()
+    reference = random_moss_lm(TINY_MOSS_TTS_CONFIG, seed=0, stop_schedule=True).state_dict()
     for key, tensor in loaded.model.state_dict().items():
         assert torch.equal(tensor, reference[key].to(torch.bfloat16).float()), key

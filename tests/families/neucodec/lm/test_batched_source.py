@@ -149,16 +149,16 @@ def record_forwards(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int
 
 
 async def test_a_running_stream_decodes_between_any_two_prefill_chunks(
-    tiny_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
+    plain_lm_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runner = params(0, temperature=0.0, max_tokens=400)
-    single = TransformersTokenSource(str(tiny_lm_dir), device="cpu", dtype="float32")
+    runner = params(0, temperature=0.0, max_tokens=400)  # no planted stop: it outlives the others' prefill
+    single = TransformersTokenSource(str(plain_lm_dir), device="cpu", dtype="float32")
     await single.start()
     try:
         expected = await run(single.generate(runner))
     finally:
         await single.close()
-    lm = batched(tiny_lm_dir, prefill_chunk=12)
+    lm = batched(plain_lm_dir, prefill_chunk=12)
     forwards = record_forwards(monkeypatch)
     await lm.start()
     assert lm.engine is not None

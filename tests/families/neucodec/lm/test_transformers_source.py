@@ -42,6 +42,15 @@ async def source(tiny_lm_dir: Path) -> AsyncIterator[TransformersTokenSource]:
     await lm.close()
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def endless(plain_lm_dir: Path) -> AsyncIterator[TransformersTokenSource]:
+    """The LM without the planted stop, whose generations run until closed: the cancellation tests."""
+    lm = TransformersTokenSource(str(plain_lm_dir), device="cpu")
+    await lm.start()
+    yield lm
+    await lm.close()
+
+
 async def run(stream: TokenStream) -> tuple[list[int], str | None]:
     codes: list[int] = []
     async for delta in stream:
@@ -145,19 +154,19 @@ async def test_prompt_tokens_are_the_tokenized_prompt_length(source: Transformer
     assert stream.prompt_tokens == len(lm.tokenizer(params().prompt).input_ids) > 0
 
 
-async def test_aclose_stops_the_thread_within_a_step(source: TransformersTokenSource) -> None:
-    stream = source.generate(params(max_tokens=100_000))
+async def test_aclose_stops_the_thread_within_a_step(endless: TransformersTokenSource) -> None:
+    stream = endless.generate(params(max_tokens=100_000))
     assert len(await anext(stream)) >= 1
     await asyncio.wait_for(stream.aclose(), 1.0)
     assert stream.finish_reason == "cancelled"
     assert [delta async for delta in stream] == []
     started = time.monotonic()
-    assert (await run(source.generate(params(max_tokens=3))))[1] == "length"
+    assert (await run(endless.generate(params(max_tokens=3))))[1] == "length"
     assert time.monotonic() - started < 2.0
 
 
-async def test_cancelling_the_consumer_stops_the_generation(source: TransformersTokenSource) -> None:
-    stream = source.generate(params(max_tokens=100_000))
+async def test_cancelling_the_consumer_stops_the_generation(endless: TransformersTokenSource) -> None:
+    stream = endless.generate(params(max_tokens=100_000))
     first = asyncio.Event()
 
     async def consume() -> None:
@@ -170,16 +179,16 @@ async def test_cancelling_the_consumer_stops_the_generation(source: Transformers
     with pytest.raises(asyncio.CancelledError):
         await task
     # The thread is free again within a step: a short request right after finishes quickly.
-    next_request = source.generate(params(max_tokens=3))
+    next_request = endless.generate(params(max_tokens=3))
     assert (await asyncio.wait_for(run(next_request), 2.0))[1] == "length"
 
 
-async def test_a_dropped_stream_stops_its_generation(source: TransformersTokenSource) -> None:
-    stream = source.generate(params(max_tokens=100_000))
+async def test_a_dropped_stream_stops_its_generation(endless: TransformersTokenSource) -> None:
+    stream = endless.generate(params(max_tokens=100_000))
     assert await anext(stream)
     del stream
     gc.collect()
-    next_request = source.generate(params(max_tokens=3))
+    next_request = endless.generate(params(max_tokens=3))
     assert (await asyncio.wait_for(run(next_request), 2.0))[1] == "length"
 
 
