@@ -28,6 +28,7 @@ TORCH_MODULES = {  # packages and modules that wrap torch, redis or a device: th
     "app.codec",
     "app.lm.attention",
     "app.lm.padded_cache",
+    "app.lm.planted_stop",
     *(
         f"app.families.{family}.{part}"
         for family in ("neucodec", "moss")

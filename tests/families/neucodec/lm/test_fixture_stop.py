@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from app.families.neucodec.lm.batched_source import BatchedTokenSource
 
 from app.config import Settings
 from app.families.neucodec.lm.transformers_source import TransformersTokenSource
@@ -94,7 +93,7 @@ async def test_one_at_a_time_engine_stops_within_2_to_5_s(tiny_lm_dir: Path, one
 
 
 async def test_batched_engine_stops_within_2_to_5_s(tiny_lm_dir: Path, one_torch_thread: None) -> None:
-    source = BatchedTokenSource(str(tiny_lm_dir), device="cpu", batch_size=8)
+    source = TransformersTokenSource(str(tiny_lm_dir), device="cpu", batch_size=8)
     await source.start()
     try:
         results = await asyncio.gather(*(generate(source, params) for params in REQUESTS))
