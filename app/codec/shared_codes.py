@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 0.5
 COMMAND_TIMEOUT_S = 1.0
 BACKOFF_S = 5.0
-DIGEST_RE = re.compile(r"^[0-9a-f]{16,128}$")
+DIGEST_RE = re.compile(r"[0-9a-f]{16,128}")
 
 
 def _parse(value: str | bytes) -> list[int] | None:
@@ -114,7 +114,7 @@ class FileSharedCodes:
         return None
 
     def _path(self, digest: str) -> Path | None:
-        return self.directory / f"{digest}.codes" if DIGEST_RE.match(digest) else None
+        return self.directory / f"{digest}.codes" if DIGEST_RE.fullmatch(digest) else None
 
     async def get(self, digest: str) -> list[int] | None:
         path = self._path(digest)

@@ -37,8 +37,8 @@ from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-OWNER_RE = re.compile(r"^[0-9a-f]{1,64}$")  # a key's fingerprint (hex)
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # matched whole (fullmatch)
+OWNER_RE = re.compile(r"[0-9a-f]{1,64}")  # a key's fingerprint (hex)
 FORMAT_VERSION = 2
 LEGACY_FAMILY = "neucodec"  # version 1 records hold one list of codes: NeuCodec's (the only family then)
 
@@ -86,7 +86,7 @@ class RegisteredVoice:
         name, text, codes = data.get("name"), data.get("reference_text"), data.get("codes")
         created, consent, owner = data.get("created_at"), data.get("consent"), data.get("owner")
         duration = data.get("duration_s")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise ValueError(f"bad name {name!r}")
         if not isinstance(text, str):
             raise ValueError("missing reference_text")
@@ -100,7 +100,7 @@ class RegisteredVoice:
                 raise ValueError("codes out of range")
         if not isinstance(created, int) or (consent is not None and not isinstance(consent, str)):
             raise ValueError("bad created_at or consent")
-        if owner is not None and not (isinstance(owner, str) and OWNER_RE.match(owner)):
+        if owner is not None and not (isinstance(owner, str) and OWNER_RE.fullmatch(owner)):
             raise ValueError("bad owner")
         if duration is not None and (not isinstance(duration, int | float) or duration < 0):
             raise ValueError("bad duration_s")
@@ -215,7 +215,7 @@ class VoiceRegistry:
         """Raise InvalidRequest (bad name, limit reached) or Conflict (taken) before any work is done.
 
         Advisory: ``add`` decides atomically, so two replicas that both pass here cannot both register."""
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise InvalidRequest(
                 "name: use 1-64 letters, digits, '_' or '-'", param="name", code="invalid_voice_name"
             )
@@ -259,7 +259,7 @@ class VoiceRegistry:
         """Delete a registered voice: any one (``owner`` None), or only one ``owner`` registered.
         NotFound when there is none by that name, Forbidden when it is not ``owner``'s; 503: store down."""
         try:
-            result = await self.store.remove(name, owner) if NAME_RE.match(name) else "absent"
+            result = await self.store.remove(name, owner) if NAME_RE.fullmatch(name) else "absent"
         except VoiceStoreError as exc:
             raise _down(exc) from exc
         if result == "absent":

@@ -88,7 +88,7 @@ def load_codec(settings: Settings, device: torch.device) -> MossAudioCodec:
 def model_ids(settings: Settings) -> tuple[str, ...]:
     """MOSS_MODEL_NAME, and MOSS_TTS_MODEL too when it is a Hub id (a local path is no model name)."""
     ids = [settings.MOSS_MODEL_NAME]
-    if REPO_ID_RE.match(settings.MOSS_TTS_MODEL) and settings.MOSS_TTS_MODEL not in ids:
+    if REPO_ID_RE.fullmatch(settings.MOSS_TTS_MODEL) and settings.MOSS_TTS_MODEL not in ids:
         ids.append(settings.MOSS_TTS_MODEL)
     return tuple(ids)
 
