@@ -17,6 +17,7 @@ from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
 from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
 from app.lm.prompt import clean_text
 from app.observability.tracing import span
+from app.synthesis.combinations import check_text_options
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
 from app.text.normalizer import NormalizeResult
@@ -77,12 +78,14 @@ async def normalize_text(engine: Engine, text: str, options: TextFields, for_spe
     """``text`` through the engine's normalizer with the request's options and the settings' defaults."""
     s = engine.settings
     mode = options.mode or s.DEFAULT_NORMALIZER_MODE
+    check_text_options(options, mode)
+    malaysian_default = s.DEFAULT_NORMALIZE_MALAYSIAN and mode == "rule"  # a request may ask in spoken too
     with span("tts.normalize", {"normalizer.mode": mode, "normalizer.chars_in": len(text)}) as traced:
         started = time.perf_counter()
         result = await engine.normalizer.normalize(
             clean_text(text),
             mode=mode,
-            normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
+            normalize_malaysian=given(options.normalize_malaysian, malaysian_default),
             language=options.language,
             prompt=options.prompt,
             for_speech=for_speech,

@@ -27,6 +27,7 @@ from app.core.family import ModelFamily, ReferenceVoice, Utterance
 from app.core.stats import UtteranceStats
 from app.core.types import Language
 from app.observability.tracing import span
+from app.synthesis.combinations import check_stream_options
 from app.synthesis.engine import Engine
 from app.synthesis.planning import (
     SynthesisFields,
@@ -149,6 +150,7 @@ class SpeechService:
         """``/v1/audio/speech``: plan (model, voice, text, history), then produce the first audio."""
         engine = self.engine
         family = engine.family_for(req.model)
+        check_stream_options(req)
         voice = await resolve_voice(engine, family, req.voice_name())
         if interleave_id is not None and engine.interleave.enabled and isinstance(voice, str):
             engine.require(family, multi_turn=True)
@@ -169,6 +171,7 @@ class SpeechService:
         engine = self.engine
         family = engine.family_for(form.model)
         engine.require(family, reference_voice=True)
+        check_stream_options(form)
         family.check_can_encode()
         shape = family.reference
         if shape.needs_transcript and not form.reference_text:

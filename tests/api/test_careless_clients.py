@@ -5,11 +5,13 @@ not UTF-8."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -18,7 +20,9 @@ import pytest
 from app.observability.logging import make_handler
 from tests.api.conftest import REFERENCE_TEXT
 from tests.api.test_hostile_http import serve_as_main, settings_for
-from tests.api.test_speech_http import assert_openai_error
+from tests.api.test_moss_http import serve_moss
+from tests.api.test_moss_http import settings_for as moss_settings
+from tests.api.test_speech_http import assert_openai_error, body
 from tests.conftest import make_settings
 from tests.fakes.fake_vllm import FakeVLLM
 
@@ -140,3 +144,115 @@ def test_a_traceback_keeps_its_lines_indented_under_its_record() -> None:
     assert RECORD_HEAD.match(first) and "client\\x1b[2J" in first
     assert rest and all(line.startswith("  ") for line in rest), rest
     assert "\x1b" not in stream.getvalue()
+
+
+# --- every option asked for is honoured, or refused before any audio --------------------------------
+
+
+def _vc_fields(**fields: str) -> dict[str, str]:
+    return {"reference_text": REFERENCE_TEXT, "generate_text": "Say this."} | fields
+
+
+async def test_sse_without_streaming_is_refused_naming_both_fields(
+    url: str, fake_vllm: FakeVLLM, reference_wav: bytes
+) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        speech = await client.post(SPEECH, json=body(stream=False, stream_format="sse"))
+        files = {"reference_audio": ("a.wav", reference_wav)}
+        vc = await client.post(VC, data=_vc_fields(stream="false", stream_format="sse"), files=files)
+        for refused in (speech, vc):
+            error = assert_openai_error(refused, 400, "stream_format")
+            assert error["code"] == "incompatible_options"
+            assert "stream: false" in str(error["message"]) and "stream_format" in str(error["message"])
+        assert fake_vllm.requests == []
+        streamed = await client.post(SPEECH, json=body(stream_format="sse"))
+        whole = await client.post(SPEECH, json=body(stream=False, stream_format="audio"))
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert whole.status_code == 200 and whole.headers["content-type"] == "audio/pcm"
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"prompt": "Read numbers in Malay.", "mode": "rule"}, "prompt"),
+        ({"prompt": "Read numbers in Malay.", "mode": "spoken"}, "prompt"),
+        ({"prompt": "Read numbers in Malay."}, "prompt"),  # the default mode is rule
+        ({"normalize_malaysian": True, "mode": "llm"}, "normalize_malaysian"),
+    ],
+)
+async def test_text_options_of_another_mode_are_refused_on_every_text_route(
+    url: str, fake_vllm: FakeVLLM, reference_wav: bytes, fields: dict[str, object], param: str
+) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        speech = await client.post(SPEECH, json=body(**fields))
+        normalize = await client.post("/v1/audio/normalize", json={"input": "Hi 3 times."} | fields)
+        form = {
+            key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in fields.items()
+        }
+        files = {"reference_audio": ("a.wav", reference_wav)}
+        vc = await client.post(VC, data=_vc_fields(**form), files=files)
+    for refused in (speech, normalize, vc):
+        assert assert_openai_error(refused, 400, param)["code"] == "incompatible_options"
+    assert fake_vllm.requests == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"prompt": "Read numbers in Malay.", "mode": "llm"},  # no llm configured: spoken, as documented
+        {"normalize_malaysian": True, "mode": "rule"},
+        {"normalize_malaysian": False, "mode": "spoken"},
+        {"prompt": "", "mode": "spoken"},
+    ],
+)
+async def test_text_options_of_the_mode_in_use_are_accepted(url: str, fields: dict[str, object]) -> None:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        assert (await client.post(SPEECH, json=body(stream=False, **fields))).status_code == 200
+
+
+async def test_malaysian_pronunciations_apply_in_spoken_mode_when_asked(
+    url: str, fake_vllm: FakeVLLM
+) -> None:
+    text = "Datang ke KL esok."
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for malaysian in (False, True):
+            fields = {"input": text, "mode": "spoken", "normalize_malaysian": malaysian}
+            normalized = await client.post("/v1/audio/normalize", json=fields)
+            assert ("K L" in normalized.json()["output"]) is malaysian, normalized.text
+            assert (await client.post(SPEECH, json=body(stream=False, **fields))).status_code == 200
+    prompts = [request.body["prompt"] for request in fake_vllm.requests]
+    assert ["K L" in prompt for prompt in prompts] == [False, True], prompts
+
+
+@pytest.mark.parametrize(("playback_speed", "frames"), [(None, 2), (0.4, 5), (0.05, 1)])
+async def test_playback_speed_sizes_the_first_moss_decode(
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_codec_dir: Path,
+    tiny_moss_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    tmp_path: Path,
+    playback_speed: float | None,
+    frames: int,
+) -> None:
+    """``playback_speed`` is the first decode's audio in seconds: for MOSS that many 80 ms frames
+    (MOSS_FIRST_CHUNK_FRAMES when unset), the first SSE delta's length."""
+    settings = moss_settings(tiny_codec_dir, tiny_moss_codec_dir, fake_vllm.url, tmp_path)
+    request = {
+        "model": "moss-tts-realtime",
+        "input": "one two three four five",
+        "stream_format": "sse",
+        "stream_normalize": False,
+        "playback_speed": playback_speed,
+        "playback_overlap_speed": 0.5,  # the causal MOSS codec needs no future context: same audio
+    }
+    async with (
+        asynccontextmanager(serve_moss)(monkeypatch, settings) as served,
+        httpx.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        response = await client.post(SPEECH, json=request)
+    assert response.status_code == 200, response.text
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
+    assert len(deltas[0]) == frames * 1920 * 2
+    assert sum(map(len, deltas)) == 10 * 1920 * 2

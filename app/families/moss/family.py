@@ -28,6 +28,7 @@ import asyncio
 import dataclasses
 import importlib
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 NAME = "moss"
 SAMPLE_RATE = 24_000
 FRAMES_PER_SECOND = 12.5
+MAX_FIRST_CHUNK_FRAMES = 64
+"""Largest first decode a request's ``playback_speed`` may ask for (5.12 s; MOSS_MAX_CHUNK_FRAMES' bound)."""
 MIN_ROOM_FRAMES = 13
 """Fewest frames (about 1 s) a prompt must leave in the backbone window to be worth generating."""
 SEED_SAMPLING = FrameSampling()
@@ -248,7 +251,17 @@ class MossFamily:
         param = "reference_audio" if isinstance(job.voice, ReferenceVoice) else "input"
         parts, used = await asyncio.to_thread(self._fit, lm, job, reference, voice, stored, sampling, param)
         crossfade = width_samples(self.settings.LONG_INPUT_CROSSFADE_MS)
-        return MossUtterance(self, parts, job, voice, reference, used, crossfade)
+        return MossUtterance(self, parts, job, voice, reference, used, self._schedule(job), crossfade)
+
+    def _schedule(self, job: SpeechJob) -> ChunkSchedule:
+        """The decode sizes: the request's ``playback_speed`` (the first audio, in seconds) as 80 ms frames
+        when it set one (at most MAX_FIRST_CHUNK_FRAMES), else MOSS_FIRST_CHUNK_FRAMES; then doubling up to
+        MOSS_MAX_CHUNK_FRAMES (or the first, when larger)."""
+        asked = job.attributes.get("playback_speed")
+        if not isinstance(asked, int | float):
+            return self.schedule
+        first = min(MAX_FIRST_CHUNK_FRAMES, max(1, math.ceil(asked * FRAMES_PER_SECOND - 1e-6)))
+        return ChunkSchedule(first, max(first, self.schedule.largest))
 
     def _voice(self, voice: str | ReferenceVoice) -> tuple[np.ndarray | None, str | None]:
         """The voice prompt's codes ``(F, 16)`` (None for ``default``) and the built-in voice's name (None

@@ -38,9 +38,8 @@ if TYPE_CHECKING:
 
 
 class Backends(Protocol):
-    """What an utterance runs on (the family's): the LM stage and codec, the decode sizes, the store."""
+    """What an utterance runs on (the family's): the LM stage and codec, the store."""
 
-    schedule: ChunkSchedule
     interleave: Interleave
 
     def parts(self) -> tuple[MossLM, MossCodecService]: ...
@@ -87,9 +86,11 @@ class MossUtterance:
         voice: str | None,
         reference: np.ndarray | None,
         history_turns: Sequence[Turn],
+        schedule: ChunkSchedule,
         crossfade: int = 0,
     ) -> None:
         self.family = family
+        self.schedule = schedule  # decode sizes in frames
         self.parts = tuple(parts)
         self.request = request
         self.voice = voice  # the built-in voice (history is kept for built-in voices only)
@@ -209,7 +210,7 @@ class MossUtterance:
             frames = lm.engine.stream(job)
             chunks = traced_stream(
                 start_span("tts.stream", self._attributes(job, extra)),
-                speak(frames, decoder, self.family.schedule, job.max_frames, stats, made, generated),
+                speak(frames, decoder, self.schedule, job.max_frames, stats, made, generated),
                 stats.span_attributes,
             )
             async for chunk in chunks:
