@@ -117,6 +117,11 @@ class LMSettings(BaseSettings):
         description="Speech tokens per generation (50 per second); a longer input is spoken in parts.",
     )
     MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
+    MAX_SPOKEN_CHARS: int = Field(
+        16384,
+        ge=1,
+        description="Longest text once normalized (numbers, dates and such read out), in characters (400).",
+    )
 
     # --- the batched in-process LM (issue 18) -----------------------------------------------------------
     LM_BATCH_SIZE: int = Field(

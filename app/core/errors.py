@@ -56,6 +56,14 @@ class InvalidRequest(APIError):
     code = "invalid_value"
 
 
+class InvalidAudio(InvalidRequest):
+    """400: a reference clip that cannot be used (unreadable, out of range, refused by the encoder). The
+    stages raise it without a field; the service names the route's own (``reference_audio``,
+    ``audio_sample``)."""
+
+    code = "invalid_audio"
+
+
 class ValidationFailed(APIError):
     """422: a field is missing, has the wrong type or is out of range (pydantic validation)."""
 

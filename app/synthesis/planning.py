@@ -97,11 +97,20 @@ async def normalize_text(engine: Engine, text: str, options: TextFields, for_spe
 
 async def speech_text(engine: Engine, text: str, options: TextFields, param: str) -> str:
     """``text`` checked for length (422), normalized for speech and cleaned of markup (400 when
-    nothing speakable is left: whitespace, controls, marks or emoji only)."""
+    nothing speakable is left: whitespace, controls, marks or emoji only, or when it reads out longer
+    than MAX_SPOKEN_CHARS)."""
     check_input_length(text, engine.settings.MAX_INPUT_CHARS, param)
     normalized = await normalize_text(engine, text, options, for_speech=True)
     cleaned = clean_text(normalized.output)
     require_speakable(cleaned, param)
+    limit = engine.settings.MAX_SPOKEN_CHARS
+    if len(cleaned) > limit:
+        raise InvalidRequest(
+            f"{param}: the text reads out as {len(cleaned)} characters once normalized (numbers, dates and "
+            f"the like spelled out); at most {limit} are spoken (MAX_SPOKEN_CHARS): send a shorter text",
+            param=param,
+            code="spoken_text_too_long",
+        )
     return cleaned
 
 

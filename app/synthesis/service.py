@@ -22,7 +22,7 @@ import numpy as np
 from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable, ReferenceAudio
 from app.audio.post import PostChain
-from app.core.errors import APIError, BackendError, ClientDisconnected, ValidationFailed
+from app.core.errors import APIError, BackendError, ClientDisconnected, InvalidAudio, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Utterance
 from app.core.stats import UtteranceStats
 from app.core.types import Language
@@ -184,7 +184,7 @@ class SpeechService:
         if form.reference_text:
             reference_text = await speech_text(engine, form.reference_text, form, "reference_text")
         text = await speech_text(engine, form.generate_text, form, "generate_text")
-        codes = await self._encode(family, reference)
+        codes = await self._encode(family, reference, "reference_audio")
         voice = ReferenceVoice(reference_text, tuple(codes), shape.codebooks)
         job = speech_job(engine.settings, family, form, text, voice)
         return await self._synthesize(await family.plan(job), form, stats, disconnected)
@@ -208,7 +208,7 @@ class SpeechService:
         duration_s = 0.0
         for family in families:
             reference = await self.decoder.decode(data, "audio_sample", family.reference.rate)
-            codes[family.name] = await family.encode_reference(reference.samples, reference.digest)
+            codes[family.name] = await self._encode(family, reference, "audio_sample")
             duration_s = reference.duration_s
         now = int(time.time())
         return await engine.registry.add(
@@ -246,9 +246,13 @@ class SpeechService:
             loading.set({"audio.samples": len(reference.samples)})
         return reference
 
-    async def _encode(self, family: ModelFamily, reference: ReferenceAudio) -> list[int]:
+    async def _encode(self, family: ModelFamily, reference: ReferenceAudio, param: str) -> list[int]:
+        """``family``'s codes of the clip; a clip it refuses is a 400 naming ``param``, the route's field."""
         with span("codec.encode", {"codec.samples": len(reference.samples)}) as encoding:
-            codes = await family.encode_reference(reference.samples, reference.digest)
+            try:
+                codes = await family.encode_reference(reference.samples, reference.digest)
+            except InvalidAudio as exc:
+                raise InvalidAudio(f"{param}: {exc.message}", param=param) from exc
             encoding.set({"codec.tokens": len(codes)})
         return codes
 

@@ -256,3 +256,109 @@ async def test_playback_speed_sizes_the_first_moss_decode(
     deltas = [base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta"]
     assert len(deltas[0]) == frames * 1920 * 2
     assert sum(map(len, deltas)) == 10 * 1920 * 2
+
+
+# --- smaller: spoken length, the field an encode error names, form fields that are not UTF-8 --------
+
+
+async def test_a_text_that_reads_out_far_longer_than_written_is_400_before_any_audio(
+    url: str, fake_vllm: FakeVLLM, reference_wav: bytes
+) -> None:
+    """4096 characters of numbers (allowed) read out as 20,474 in spoken mode: past MAX_SPOKEN_CHARS."""
+    numbers = "1." * 2048
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        speech = await client.post(SPEECH, json=body(input=numbers, mode="spoken"))
+        files = {"reference_audio": ("a.wav", reference_wav)}
+        vc = await client.post(VC, data=_vc_fields(generate_text=numbers, mode="spoken"), files=files)
+        plain = await client.post(SPEECH, json=body(input=numbers, mode="rule", stream=False))
+    for refused, param in ((speech, "input"), (vc, "generate_text")):
+        error = assert_openai_error(refused, 400, param)
+        assert error["code"] == "spoken_text_too_long" and "MAX_SPOKEN_CHARS" in str(error["message"])
+    assert plain.status_code == 200, "the same text unexpanded is spoken"
+    assert all("one point" not in request.body["prompt"] for request in fake_vllm.requests)
+
+
+@pytest.mark.parametrize(("path", "param"), [(VOICES, "audio_sample"), (VC, "reference_audio")])
+async def test_a_moss_encoder_refusal_names_the_field_of_the_route(
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_codec_dir: Path,
+    tiny_moss_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    tmp_path: Path,
+    reference_wav: bytes,
+    path: str,
+    param: str,
+) -> None:
+    settings = moss_settings(
+        tiny_codec_dir, tiny_moss_codec_dir, fake_vllm.url, tmp_path, MODEL_FAMILIES=["moss"]
+    )
+    async with (
+        asynccontextmanager(serve_moss)(monkeypatch, settings) as served,
+        httpx.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        assert served.family.codec is not None
+
+        async def refuse(audio: object) -> object:
+            raise ValueError("the encoder cannot take this clip")
+
+        monkeypatch.setattr(served.family.codec, "encode", refuse)
+        if path == VOICES:
+            refused = await register(client, "abc", reference_wav)
+        else:
+            fields = {"generate_text": "Say this.", "model": "moss-tts-realtime"}
+            refused = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", reference_wav)})
+    error = assert_openai_error(refused, 400, param)
+    assert (
+        str(error["message"]).startswith(f"{param}: ") and "reference_audio" not in str(error["message"])[1:]
+    )
+
+
+def _raw_multipart(fields: list[tuple[str, bytes]], audio: bytes, file_field: str) -> tuple[bytes, str]:
+    boundary = "carelessboundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode() + value + b"\r\n"
+        for name, value in fields
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="a.wav"\r\n'
+        "Content-Type: audio/wav\r\n\r\n".encode()
+        + audio
+        + b"\r\n"
+    )
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+@pytest.mark.parametrize(
+    ("path", "fields", "param"),
+    [
+        (
+            VC,
+            [("reference_text", REFERENCE_TEXT.encode()), ("generate_text", b"Caf\xe9 au lait.")],
+            "generate_text",
+        ),
+        (
+            VC,
+            [("reference_text", b"Hello \xff\xfe there"), ("generate_text", b"Say this.")],
+            "reference_text",
+        ),
+        (VOICES, [("name", b"latin"), ("reference_text", b"S\xe3o Paulo is far.")], "reference_text"),
+    ],
+)
+async def test_form_fields_that_are_not_utf8_are_400_naming_the_field(
+    url: str,
+    fake_vllm: FakeVLLM,
+    reference_wav: bytes,
+    path: str,
+    fields: list[tuple[str, bytes]],
+    param: str,
+) -> None:
+    file_field = "audio_sample" if path == VOICES else "reference_audio"
+    content, content_type = _raw_multipart(fields, reference_wav, file_field)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        refused = await client.post(path, content=content, headers={"content-type": content_type})
+        utf8 = [(name, value.decode("latin-1").encode()) for name, value in fields]  # the same text as UTF-8
+        content, content_type = _raw_multipart(utf8, reference_wav, file_field)
+        accepted = await client.post(path, content=content, headers={"content-type": content_type})
+    assert assert_openai_error(refused, 400, param)["code"] == "invalid_encoding"
+    assert accepted.status_code == (201 if path == VOICES else 200), accepted.text
+    assert len(fake_vllm.requests) == (1 if path == VC else 0)

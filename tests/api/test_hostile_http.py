@@ -453,12 +453,14 @@ async def test_max_tokens_fits_the_window_for_voice_conversion_and_registered_vo
 
 
 async def test_a_spoken_mode_expansion_past_the_window_is_spoken_in_parts_that_fit(
-    url: str, fake_vllm: FakeVLLM
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path
 ) -> None:
     """``"1."`` 2048 times is 4096 characters (allowed) but thousands of prompt tokens once read out: a
     long input is spoken in parts (issue 18), each prompt and its max_tokens within the LM window, so
-    the backend never refuses one (no 502)."""
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+    the backend never refuses one (no 502). (Its 20,474 spoken characters pass MAX_SPOKEN_CHARS' default,
+    raised here.)"""
+    settings = settings_for(tiny_codec_dir, fake_vllm, tmp_path, MAX_SPOKEN_CHARS=32768)
+    async with serve_as_main(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         expanded = await client.post(SPEECH, json=body(input="1." * 2048, mode="spoken"))
     assert expanded.status_code == 200
     assert len(fake_vllm.requests) > 1

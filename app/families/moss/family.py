@@ -37,7 +37,7 @@ import numpy as np
 from app.audio.splice import width_samples
 from app.codec.reference_cache import ReferenceCache
 from app.config import Settings
-from app.core.errors import InvalidRequest, Unavailable
+from app.core.errors import InvalidAudio, InvalidRequest, Unavailable
 from app.core.family import Capabilities, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
 from app.families.long_input import Budget, cut_into_parts, part_seed
 from app.families.moss import history
@@ -235,7 +235,7 @@ class MossFamily:
         try:
             codes = await codec.encode(samples)
         except ValueError as exc:  # audio the encoder cannot take (shorter than a frame)
-            raise InvalidRequest(f"reference audio: {exc}", param="reference_audio") from exc
+            raise InvalidAudio(f"the MOSS codec cannot encode the clip: {exc}") from exc
         return [int(code) for code in codes.reshape(-1)]
 
     async def plan(self, job: SpeechJob) -> MossUtterance:
