@@ -9,7 +9,9 @@ A setting that does not validate ends the process with one line per setting (exi
 that fails (a model that cannot be found or loaded, a device that is not there) with the one line of
 ``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once (130). Once the server listens it
 logs one "ready" line with a curl example.
-A connection that does not send its request headers within HEADER_READ_TIMEOUT_S is closed (408).
+A connection that does not send its request headers within HEADER_READ_TIMEOUT_S is closed (408), one
+whose headers pass MAX_HEADER_BYTES is answered 431, and one whose client stops reading a response for
+WRITE_STALL_TIMEOUT_S is closed (``app.api.connection``).
 WORKERS > 1 starts that many processes; each configures its logging and builds its own app (the
 one-line startup errors and the ready line are those of a single process).
 """
@@ -29,7 +31,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from app.api.header_timeout import header_timeout_protocol
+from app.api.connection import ConnectionLimits, connection_protocol
 from app.config import Settings
 from app.core.errors import APIError
 from app.main import create_app
@@ -50,8 +52,18 @@ def server_options(settings: Settings) -> dict[str, Any]:
         "log_config": None,
         "access_log": False,
         "timeout_graceful_shutdown": settings.SHUTDOWN_GRACE_S,
-        "http": header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S),
+        "http": connection_protocol(connection_limits(settings)),
+        "h11_max_incomplete_event_size": 2 * settings.MAX_HEADER_BYTES,  # ours answers first (431)
     }
+
+
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    """The per-connection limits of the server's protocol (``app.api.connection``)."""
+    return ConnectionLimits(
+        header_timeout_s=settings.HEADER_READ_TIMEOUT_S,
+        max_header_bytes=settings.MAX_HEADER_BYTES,
+        write_stall_s=settings.WRITE_STALL_TIMEOUT_S,
+    )
 
 
 def prepare_multiprocess_metrics() -> None:

@@ -60,6 +60,16 @@ class ServingSettings(BaseSettings):
     BODY_READ_TIMEOUT_S: float = Field(
         30.0, gt=0, le=600, description="Longest wait for the next part of a request body (408, slot freed)."
     )
+    MAX_HEADER_BYTES: int = Field(
+        65536, ge=1024, le=16 * 1024 * 1024, description="Largest request line + headers of a request (431)."
+    )
+    WRITE_STALL_TIMEOUT_S: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Longest a response may wait for a client that reads nothing (its socket buffers full); "
+        "then the connection is closed and the stream's resources freed.",
+    )
     WORKERS: int = Field(
         1, ge=1, le=64, description="Processes `python -m app` starts, each with its own engine."
     )

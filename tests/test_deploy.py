@@ -253,7 +253,7 @@ def test_python_m_app_serves_with_the_settings(
     import pickle
 
     import app.__main__ as entry
-    from app.api.header_timeout import HeaderDeadline
+    from app.api.connection import ConnectionGuard, ConnectionLimits
 
     calls: list[tuple[object, dict[str, Any]]] = []
     monkeypatch.setattr(entry.uvicorn, "run", lambda app, **options: calls.append((app, options)))
@@ -283,8 +283,8 @@ def test_python_m_app_serves_with_the_settings(
     target, options = calls[1]
     assert options["timeout_graceful_shutdown"] == 7 and options["access_log"] is False
     protocol = options["http"]
-    assert isinstance(protocol, functools.partial) and issubclass(protocol.func, HeaderDeadline)
-    assert protocol.keywords == {"header_timeout_s": 4}
+    assert isinstance(protocol, functools.partial) and issubclass(protocol.func, ConnectionGuard)
+    assert protocol.keywords == {"limits": ConnectionLimits(4, 65536, 30)}
     assert pickle.loads(pickle.dumps(protocol)).keywords == protocol.keywords, "workers receive it pickled"
     if workers == 1:
         assert not isinstance(target, str)

@@ -148,6 +148,14 @@ class ClientDisconnected(Exception):
     """The client went away before the response started; there is nobody to answer."""
 
 
+class HeadersTooLarge(APIError):
+    """431: the request line and headers are larger than the server reads (MAX_HEADER_BYTES)."""
+
+    status = 431
+    type = "invalid_request_error"
+    code = "request_header_fields_too_large"
+
+
 class RequestTimeout(APIError):
     """408: the client did not send the request's headers or the next part of its body in time."""
 

@@ -18,8 +18,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.__main__ import server_options
-from app.api.header_timeout import header_timeout_protocol
+from app.__main__ import connection_limits, server_options
+from app.api.connection import connection_protocol
 from app.audio import decoder_pool
 from app.audio.io import ReferenceAudio
 from app.config import Settings
@@ -53,7 +53,7 @@ def serve_as_main(settings: Settings, http: str = "auto") -> AbstractAsyncContex
     (``http``: the HTTP/1.1 implementation under the header timeout, ``auto`` as in production)."""
     options = server_options(settings) | {"host": "127.0.0.1", "port": 0, "log_level": "warning"}
     if http != "auto":
-        options["http"] = header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S, http)
+        options["http"] = connection_protocol(connection_limits(settings), http)
     return serve_app(create_app(settings), **options)
 
 

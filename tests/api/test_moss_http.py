@@ -8,7 +8,8 @@ import base64
 import io
 import json
 import wave
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,10 +44,18 @@ class Served:
     family: MossFamily
 
 
+def _serve(settings: Settings) -> AbstractAsyncContextManager[str]:
+    return serve_app(create_app(settings))
+
+
 async def serve_moss(
-    monkeypatch: pytest.MonkeyPatch, settings: Settings, max_positions: int = 4096
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Settings,
+    max_positions: int = 4096,
+    serve: Callable[[Settings], AbstractAsyncContextManager[str]] = _serve,
 ) -> AsyncIterator[Served]:
-    """The app with its ``moss`` family built on the stand-ins (FAMILIES patched for this test)."""
+    """The app with its ``moss`` family built on the stand-ins (FAMILIES patched for this test), served
+    by ``serve`` (uvicorn's defaults unless given)."""
     engine, prompter = FakeFrameEngine(), FakePrompter()
     built: list[MossFamily] = []
 
@@ -58,7 +67,7 @@ async def serve_moss(
         return family
 
     monkeypatch.setitem(engine_module.FAMILIES, "moss", moss)
-    async with serve_app(create_app(settings)) as url:
+    async with serve(settings) as url:
         yield Served(url, engine, prompter, built[0])
     assert engine.closed and engine.open_rows == 0
 
