@@ -6,8 +6,9 @@ The thread loops:
 2. drop the rows whose stream was closed (a cancelled request leaves within one step);
 3. admit the head of the wait list while a row is free (``max_batch``) and the backbone cache budget
    (``max_cached_rows``: rows x padded width, each row counted at its prefill plus ``max_frames``) holds;
-   beyond either it waits (at most ``max_waiting`` wait; more are refused with 429), so the cache never
-   grows past the budget;
+   beyond either it waits (at most ``max_waiting`` new requests wait; more are refused with 429, while
+   work of a response already admitted, a long input's later part, always waits its turn), so the cache
+   never grows past the budget;
 4. run one prefill chunk of the prefill group: up to ``prefill_rows`` (default ``max_batch``) admitted
    rows prefilled TOGETHER, their prompts left-padded to the longest (padding masked, each row at its own
    positions, like the batch; never more than half of the group's columns padding:
@@ -232,11 +233,11 @@ class MossFrameEngine:
                 param="max_tokens",
             )
 
-    def _submit(self, row: _Row) -> None:
+    def _submit(self, row: _Row, admitted: bool) -> None:
         with self._lock:
             if self._closing.is_set() or self._thread is None:
                 raise Unavailable("the MOSS frame engine is not running")
-            if self._pending + self.active >= self.max_batch + self.max_waiting:
+            if not admitted and self._pending + self.active >= self.max_batch + self.max_waiting:
                 raise RateLimited(
                     "every MOSS generation slot is busy and the wait queue is full",
                     headers={"Retry-After": "1"},
@@ -244,12 +245,14 @@ class MossFrameEngine:
             self._pending += 1
             self._jobs.put(row)
 
-    async def stream(self, job: FrameJob) -> AsyncGenerator[np.ndarray, None]:
+    async def stream(self, job: FrameJob, *, admitted: bool = False) -> AsyncGenerator[np.ndarray, None]:
         """Frames (n, 16) int64 as they are made; ends at EOS or ``job.max_frames``. Closing the generator
-        removes the row within one step; this row's failure raises here."""
+        removes the row within one step; this row's failure raises here. A new request is refused (429)
+        when ``max_waiting`` already wait; ``admitted`` work (a later part of a response that has started)
+        waits its turn however many do."""
         self._check(job)
         row = _Row(job, asyncio.get_running_loop())
-        self._submit(row)
+        self._submit(row, admitted)
         ended = False
         try:
             while True:
