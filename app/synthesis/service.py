@@ -192,10 +192,10 @@ class SpeechService:
     async def register_voice(
         self, form: VoiceFields, audio_sample: AsyncReadable, owner: str | None = None
     ) -> RegisteredVoice:
-        """Encode the clip once with every loaded family that can take it now (each at its own rate) and
-        store the codes with the normalized transcript, owned by ``owner`` (the API key's tenant; None
-        when keys are off). Without a transcript, only the families that need none encode it (422 when
-        there is none)."""
+        """Decode the clip once (to every rate needed) and encode it with every loaded family that can take
+        it now, and store the codes with the normalized transcript, owned by ``owner`` (the API key's
+        tenant; None when keys are off). Without a transcript, only the families that need none encode
+        it (422 when there is none)."""
         engine = self.engine
         families = self._encoders(bool(form.reference_text))
         await engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
@@ -206,8 +206,9 @@ class SpeechService:
             text = await speech_text(engine, form.reference_text, options, "reference_text")
         codes: dict[str, list[int]] = {}
         duration_s = 0.0
+        clips = await self.decoder.decode_rates(data, "audio_sample", [f.reference.rate for f in families])
         for family in families:
-            reference = await self.decoder.decode(data, "audio_sample", family.reference.rate)
+            reference = clips[family.reference.rate]
             codes[family.name] = await self._encode(family, reference, "audio_sample")
             duration_s = reference.duration_s
         now = int(time.time())

@@ -10,13 +10,17 @@ import io
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
+import soundfile as sf
 
+from app.audio import io as audio_io
 from app.observability.logging import make_handler
 from tests.api.conftest import REFERENCE_TEXT
 from tests.api.test_hostile_http import serve_as_main, settings_for
@@ -362,3 +366,65 @@ async def test_form_fields_that_are_not_utf8_are_400_naming_the_field(
     assert assert_openai_error(refused, 400, param)["code"] == "invalid_encoding"
     assert accepted.status_code == (201 if path == VOICES else 200), accepted.text
     assert len(fake_vllm.requests) == (1 if path == VC else 0)
+
+
+# --- uploads that would decode to huge memory ---------------------------------------------------------
+
+
+def _declaring(channels: int, rate: int, seconds: float, fmt: str, subtype: str) -> bytes:
+    out = io.BytesIO()
+    sf.write(out, np.zeros((int(rate * seconds), channels), np.float32), rate, format=fmt, subtype=subtype)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "upload",
+    [
+        pytest.param(lambda: _declaring(8, 655_350, 2.0, "FLAC", "PCM_16"), id="flac_8ch_655khz"),
+        pytest.param(lambda: _declaring(255, 8000, 1.2, "OGG", "VORBIS"), id="vorbis_255ch"),
+    ],
+)
+async def test_small_uploads_declaring_huge_audio_are_400_at_once(
+    url: str, fake_vllm: FakeVLLM, upload: object
+) -> None:
+    data = upload()  # type: ignore[operator]
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        started = time.perf_counter()
+        registered = await register(client, "huge", data)
+        files = {"reference_audio": ("a.flac", data)}
+        vc = await client.post(VC, data=_vc_fields(), files=files)
+        elapsed = time.perf_counter() - started
+        names = [v["name"] for v in (await client.get(VOICES)).json()["voices"] if v["type"] == "registered"]
+    assert assert_openai_error(registered, 400, "audio_sample")["code"] == "invalid_audio"
+    assert assert_openai_error(vc, 400, "reference_audio")["code"] == "invalid_audio"
+    assert elapsed < 2.0 and names == [] and fake_vllm.requests == []
+
+
+async def test_a_registration_decodes_the_clip_once_for_every_family(
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_codec_dir: Path,
+    tiny_moss_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    tmp_path: Path,
+    reference_wav: bytes,
+) -> None:
+    decodes = []
+    real_sniff = audio_io.sniff
+
+    def counting_sniff(data: bytes) -> object:
+        decodes.append(len(data))
+        return real_sniff(data)
+
+    monkeypatch.setattr(audio_io, "sniff", counting_sniff)
+    settings = moss_settings(tiny_codec_dir, tiny_moss_codec_dir, fake_vllm.url, tmp_path)  # both families
+    async with (
+        asynccontextmanager(serve_moss)(monkeypatch, settings) as served,
+        httpx.AsyncClient(base_url=served.url, timeout=30) as client,
+    ):
+        registered = await register(client, "both", reference_wav)
+        assert registered.status_code == 201, registered.text
+        speech = await client.post(
+            SPEECH, json={"model": "moss-tts-realtime", "input": "one", "voice": "both"}
+        )
+    assert speech.status_code == 200
+    assert decodes == [len(reference_wav)], "one decode, to 16 and 24 kHz at once"

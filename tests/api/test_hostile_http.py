@@ -151,11 +151,11 @@ async def test_uploads_that_hold_their_decoder_do_not_delay_streams(
 ) -> None:
     """Six uploads whose decode blocks its thread for 3 s: streams never wait on those threads."""
 
-    def slow_decode(data: bytes, **kwargs: object) -> ReferenceAudio:
+    def slow_decode(data: bytes, **kwargs: object) -> dict[int, ReferenceAudio]:
         time.sleep(3.0)
         raise Unavailable("slow")
 
-    monkeypatch.setattr(decoder_pool, "load_reference", slow_decode)
+    monkeypatch.setattr(decoder_pool, "load_references", slow_decode)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         await first_audio_s(client)
         baseline = statistics.median([await first_audio_s(client) for _ in range(3)])
