@@ -26,13 +26,14 @@ without an owner: by an admin key.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
+from app.core.errors import APIError, Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
 from app.lm.speech_tokens import SPEECH_CODES
 
 log = logging.getLogger(__name__)
@@ -238,12 +239,14 @@ class VoiceRegistry:
         duration_s: float | None = None,
     ) -> RegisteredVoice:
         """Store a new voice with its codes per family, owned by ``owner`` (a key's tenant; None when
-        keys are off). Raises as ``check_name``; 503: store down."""
+        keys are off); what is stored is exactly what loads back. Raises as ``check_name``; 500 for a
+        record that would not load back; 503: store down."""
         await self.check_name(name)
         by_family = {f: tuple(c) for f, c in codes.items()}
         voice = RegisteredVoice(
             name, reference_text, by_family, now, consent, owner=owner, duration_s=duration_s
         )
+        _check_reads_back(voice)
         try:
             result = await self.store.add(voice, self.max_voices)
         except VoiceStoreError as exc:
@@ -272,6 +275,17 @@ class VoiceRegistry:
                 code="voice_not_owned",
             )
         self._version = None
+
+
+def _check_reads_back(voice: RegisteredVoice) -> None:
+    """500 for a voice whose record the loader would not read back as this very voice (the stores write
+    ``to_json``; a record ``load`` skips would hold a name and a slot of the limit, unusable)."""
+    try:
+        loaded = RegisteredVoice.from_json(json.loads(json.dumps(voice.to_json())))
+    except ValueError as exc:
+        raise APIError(f"The voice {echo(voice.name)} could not be stored.", detail=str(exc)) from exc
+    if loaded != voice:
+        raise APIError(f"The voice {echo(voice.name)} could not be stored.", detail="it reads back changed")
 
 
 def _taken(name: str) -> Conflict:

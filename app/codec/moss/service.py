@@ -148,7 +148,7 @@ class MossCodecService:
         self._numbers = itertools.count()
         self._waiters: deque[asyncio.Future[None]] = deque()  # open_stream_soon calls waiting, FIFO
         self._handed = 0  # slots handed to a woken waiter that has not opened its stream yet
-        self.references = ReferenceCache(opts.reference_cache_size)
+        self.references = ReferenceCache(opts.reference_cache_size, code_values=codec.config.codebook_size)
         common = {
             "observer": observer,
             "spans": spans,

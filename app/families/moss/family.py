@@ -133,7 +133,9 @@ class MossFamily:
         )
         self.schedule = ChunkSchedule(settings.MOSS_FIRST_CHUNK_FRAMES, settings.MOSS_MAX_CHUNK_FRAMES)
         self.shared_codes = shared_codes(settings)
-        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
+        self.references = ReferenceCache(
+            settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes, code_values=CODE_VALUES
+        )
         self.interleave = interleave
         self.metrics = metrics
         self.lm_loader = lm_loader

@@ -32,6 +32,7 @@ from app.families.long_input import Budget, cut_into_parts, part_seed
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
 from app.interleave.service import Interleave
 from app.lm.prompt import tts_prompt, vc_prompt
+from app.lm.speech_tokens import SPEECH_CODES
 from app.lm.types import GenerationParams, TokenSource
 from app.observability.metrics import Metrics
 from app.observability.startup import startup_step
@@ -159,7 +160,9 @@ class NeuCodecFamily:
         )
         self.source = build_source(settings)
         self.shared_codes = shared_codes(settings)
-        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
+        self.references = ReferenceCache(
+            settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes, code_values=SPEECH_CODES
+        )
         self.interleave = interleave
         self.metrics = metrics
         self.codec: CodecWorker | None = None
