@@ -321,7 +321,10 @@ class VoiceSettings(BaseSettings):
     MIN_REFERENCE_S: float = Field(1.0, ge=0.1, le=10, description="Shortest accepted reference audio.")
     MAX_REFERENCE_S: float = Field(30.0, gt=0, le=120, description="Longest accepted reference audio.")
     REFERENCE_CACHE_SIZE: int = Field(
-        256, ge=0, description="Encoded references kept (LRU, by audio content hash); 0 = no cache."
+        256,
+        ge=0,
+        description="Encoded references kept (LRU, by audio content hash) in each process and in the "
+        "shared store (files or Redis); 0 = no cache.",
     )
     VOICES_DIR: str = Field("voices", description="Directory of registered voices (one JSON file each).")
     MAX_REGISTERED_VOICES: int = Field(100, ge=0, description="Most voices that can be registered.")

@@ -13,10 +13,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import redis
 import soundfile as sf
 
 from app.__main__ import server_options
 from app.audio.io import load_reference
+from app.codec.shared_codes import RedisSharedCodes
 from app.config import Settings
 from app.main import create_app
 from tests.api.conftest import REFERENCE_TEXT, http_settings, serve_app
@@ -24,7 +26,7 @@ from tests.api.test_moss_http import serve_moss
 from tests.api.test_speech_http import assert_openai_error
 from tests.api.test_voices_http import store_settings  # noqa: F401  (the file and redis stores)
 from tests.fakes.fake_vllm import FakeVLLM
-from tests.interleave.conftest import redis_prefix  # noqa: F401  (a test's own Redis keys)
+from tests.interleave.conftest import REDIS_URL, redis_prefix  # noqa: F401  (a test's own Redis keys)
 
 VOICES, VC = "/v1/audio/voices", "/v1/audio/vc"
 MOSS = "moss-tts-realtime"
@@ -158,3 +160,56 @@ async def test_codes_an_encoder_gets_wrong_are_refused_and_never_cached_or_share
         assert vc.status_code == 200, vc.text
         stored = json.loads((shared / f"{digest}.codes").read_text())
         assert len(stored) > 100 and all(0 <= code < 65536 for code in stored), "encoded again and replaced"
+
+
+def shared_entries(prefix: str) -> int:
+    """Encoded references Redis holds under ``prefix`` (a key each, or a field each of a hash)."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        count = 0
+        for key in client.scan_iter(match=prefix + "*"):
+            kind = client.type(key)
+            count += client.hlen(key) if kind == b"hash" else int(kind == b"string")
+        return count
+    finally:
+        client.close()
+
+
+async def test_the_shared_reference_cache_in_redis_keeps_at_most_reference_cache_size(
+    tiny_codec_dir: Path,
+    fake_vllm: FakeVLLM,
+    reference_wav: bytes,
+    redis_prefix: str,  # noqa: F811
+) -> None:
+    """Each distinct clip used for voice conversion is one shared entry; REFERENCE_CACHE_SIZE bounds them in
+    Redis as it does in files (least recently used out first), so a stream of distinct clips cannot push
+    voices and turns out of a Redis with an eviction policy."""
+    settings = http_settings(
+        tiny_codec_dir,
+        fake_vllm.url,
+        VOICE_STORE="redis",
+        REDIS_URL=REDIS_URL,
+        REDIS_KEY_PREFIX=redis_prefix,
+        REFERENCE_CACHE_SIZE=2,
+    )
+    samples, rate = sf.read(io.BytesIO(reference_wav), dtype="float32")
+    clips = []
+    for gain in (1.0, 0.9, 0.8, 0.7, 0.6):  # five distinct clips (five digests)
+        out = io.BytesIO()
+        sf.write(out, samples * gain, rate, format="WAV", subtype="FLOAT")
+        clips.append(out.getvalue())
+    fields = {"reference_text": REFERENCE_TEXT, "generate_text": "Say this."}
+    prefix = f"{redis_prefix}references:neucodec:"
+    async with _neucodec(settings) as app, httpx.AsyncClient(base_url=app.url, timeout=30) as client:  # type: ignore[attr-defined]
+        for index in (0, 1, 0, 2, 3, 4, 3):  # clip 0 used again before the others come
+            vc = await client.post(VC, data=fields, files={"reference_audio": ("a.wav", clips[index])})
+            assert vc.status_code == 200, vc.text
+            assert shared_entries(prefix) <= 2
+    assert shared_entries(prefix) == 2
+    newest = RedisSharedCodes(REDIS_URL, prefix, 60, capacity=2)
+    await newest.start()
+    try:
+        kept = [await newest.get(load_reference(clip, min_s=1, max_s=30, param="x").digest) for clip in clips]
+    finally:
+        await newest.close()
+    assert [codes is not None for codes in kept] == [False, False, False, True, True]
