@@ -13,13 +13,15 @@ A connection that does not send its request headers within HEADER_READ_TIMEOUT_S
 whose headers pass MAX_HEADER_BYTES is answered 431, and one whose client stops reading a response for
 WRITE_STALL_TIMEOUT_S is closed (``app.api.connection``).
 WORKERS > 1 starts that many processes; each configures its logging and builds its own app (the
-one-line startup errors and the ready line are those of a single process).
+one-line startup errors and the ready line are those of a single process), and their metrics meet in a
+directory of this server's own (``prepare_multiprocess_metrics``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -66,15 +68,17 @@ def connection_limits(settings: Settings) -> ConnectionLimits:
     )
 
 
-def prepare_multiprocess_metrics() -> None:
-    """Several workers: their metrics go through PROMETHEUS_MULTIPROC_DIR (default <tmp>/tts-metrics),
-    emptied of an earlier run's values, so that ``/metrics`` on any worker sums them all."""
-    directory = Path(
-        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(Path(tempfile.gettempdir(), "tts-metrics")))
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob("*.db"):
-        stale.unlink(missing_ok=True)
+def prepare_multiprocess_metrics() -> Path:
+    """Several workers: their metrics go through a directory of this server instance's own, made new under
+    PROMETHEUS_MULTIPROC_DIR (or the system's temp directory) and handed to the workers in that variable,
+    so that ``/metrics`` on any worker sums this server's workers and no other's. Another server on the
+    host, or an earlier run, has a directory of its own: nothing of theirs is read or removed. The caller
+    removes it when the server stops."""
+    parent = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.gettempdir())
+    parent.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix=f"tts-metrics-{os.getpid()}-", dir=parent))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    return directory
 
 
 def worker_app() -> FastAPI:
@@ -138,10 +142,13 @@ def main() -> None:
         sys.exit(INVALID_SETTINGS)
     configure_logging(settings)
     if settings.WORKERS > 1:
-        prepare_multiprocess_metrics()
-        uvicorn.run(
-            "app.__main__:worker_app", factory=True, workers=settings.WORKERS, **server_options(settings)
-        )
+        metrics_dir = prepare_multiprocess_metrics()
+        try:
+            uvicorn.run(
+                "app.__main__:worker_app", factory=True, workers=settings.WORKERS, **server_options(settings)
+            )
+        finally:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         return
     app = create_app(settings)
     guard = StartupGuard(app)

@@ -256,7 +256,14 @@ def test_python_m_app_serves_with_the_settings(
     from app.api.connection import ConnectionGuard, ConnectionLimits
 
     calls: list[tuple[object, dict[str, Any]]] = []
-    monkeypatch.setattr(entry.uvicorn, "run", lambda app, **options: calls.append((app, options)))
+    seen_dirs: list[str] = []
+
+    def run(app: object, **options: Any) -> None:
+        seen_dirs.append(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        assert Path(seen_dirs[-1]).is_dir()
+        calls.append((app, options))
+
+    monkeypatch.setattr(entry.uvicorn, "run", run)
 
     def run_one(server: Any) -> None:  # one process: our Server subclass, with the same options
         config = server.config
@@ -290,7 +297,10 @@ def test_python_m_app_serves_with_the_settings(
         assert not isinstance(target, str)
     else:
         assert (target, options["factory"], options["workers"]) == ("app.__main__:worker_app", True, 3)
-        assert not list((tmp_path / "metrics").glob("*.db"))  # an earlier run's values are gone
+        # the workers got a directory of this run's own, under the one set, removed when the server stopped
+        assert seen_dirs and Path(seen_dirs[0]).parent == tmp_path / "metrics"
+        assert not Path(seen_dirs[0]).exists()
+        assert (tmp_path / "metrics" / "counter_1.db").read_bytes() == b"stale", "another's files are kept"
 
 
 @pytest.mark.parametrize("name", ["docker-compose.yaml", "docker-compose-cpu.yaml"])
