@@ -36,6 +36,37 @@ def children(pid: int) -> list[int]:
     return sorted(found)
 
 
+def worker_of_connection(supervisor: int, client_port: int) -> int:
+    """The worker of ``supervisor`` holding the server end of the loopback connection from ``client_port``
+    (its socket's inode in /proc/net/tcp, found among the worker's open files)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[2].split(":")[1], 16) == client_port:  # the remote end is the client
+            inodes.add(fields[9])
+    for pid in children(supervisor):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return pid
+    raise AssertionError(f"no worker of {supervisor} holds the connection from port {client_port}")
+
+
+async def dead(pid: int) -> None:
+    """Return once process ``pid`` has died (gone, or a zombie not reaped yet)."""
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state == "Z":
+            return
+        await asyncio.sleep(0.02)
+
+
 @asynccontextmanager
 async def main_server(settings: dict[str, str], log: Path) -> AsyncIterator[ServerProcess]:
     """``python -m app`` with WORKERS=2 on a free port, with no PROMETHEUS_MULTIPROC_DIR of its own (the
@@ -100,14 +131,17 @@ async def test_two_servers_with_workers_keep_their_own_metrics_and_a_killed_work
             )
 
         fake_vllm.script = Script(codes=list(range(1000, 1300)), tokens_per_event=1, tokens_per_s=20)
-        async with client.stream("POST", a.url + SPEECH, json={"input": "A long one."}) as streaming:
+        async with (
+            httpx.AsyncClient(timeout=30) as streamer,
+            streamer.stream("POST", a.url + SPEECH, json={"input": "A long one."}) as streaming,
+        ):
             assert streaming.status_code == 200
             assert metric(await scrape(client, a), "tts_active_streams") == 1
-            workers = children(a.process.pid)
-            for pid in workers:
-                os.kill(pid, signal.SIGKILL)
-        await workers_ready(a, 2)
-        assert not set(children(a.process.pid)) & set(workers), "the supervisor started new workers"
-        text = await scrape(client, a)
+            client_port = streaming.extensions["network_stream"].get_extra_info("client_addr")[1]
+            serving = worker_of_connection(a.process.pid, client_port)
+            os.kill(serving, signal.SIGKILL)
+        await asyncio.wait_for(dead(serving), 10)
+        async with httpx.AsyncClient(timeout=30) as fresh:  # no kept-alive connection to the dead worker
+            text = await scrape(fresh, a)  # by the other worker, while the supervisor replaces the dead one
         assert metric(text, "tts_active_streams") == 0, "a killed worker's live gauge is still counted"
-        assert metric(text, "tts_http_requests_total", **SPOKEN) == 3, "the killed workers' counters stay"
+        assert metric(text, "tts_http_requests_total", **SPOKEN) == 3, "the killed worker's counters stay"
