@@ -23,7 +23,7 @@ COPY --from=build /opt/venv /opt/venv
 WORKDIR /srv
 COPY app ./app
 # WORKERS > 1 starts that many processes, each with its own engine (on one GPU, run CUDA MPS: docs/deployment.md);
-# their metrics are merged through PROMETHEUS_MULTIPROC_DIR (python -m app sets and empties it at each start)
+# their metrics are merged through a directory of each start's own (python -m app makes it, under PROMETHEUS_MULTIPROC_DIR or /tmp)
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

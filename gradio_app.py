@@ -409,7 +409,7 @@ def build_ui(base_url: str, workdir: Path) -> gr.Blocks:
                 voice = gr.Dropdown([], label="Voice", allow_custom_value=True, elem_id="voice-picker")
                 mode = gr.Radio(MODES, value="rule", label="Normalizer mode")
                 language = gr.Dropdown(LANGUAGES, value="auto", label="Language")
-                malaysian = gr.Checkbox(False, label="Malaysian entities (rule mode)")
+                malaysian = gr.Checkbox(False, label="Malaysian entities (rule and spoken modes)")
             with gr.Row():
                 speed = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Speaking rate (speed)")
                 playback = gr.Slider(0.1, 4.0, value=2.0, step=0.1, label="Playback speed (first window, s)")
@@ -435,7 +435,7 @@ def build_ui(base_url: str, workdir: Path) -> gr.Blocks:
             with gr.Row():
                 norm_mode = gr.Radio(MODES, value="spoken", label="Mode")
                 norm_language = gr.Dropdown(LANGUAGES, value="auto", label="Language")
-                norm_malaysian = gr.Checkbox(True, label="Malaysian entities (rule mode)")
+                norm_malaysian = gr.Checkbox(True, label="Malaysian entities (rule and spoken modes)")
             norm_prompt = gr.Textbox("", label="Extra instructions (llm mode)")
             normalize = gr.Button("Normalize", variant="primary")
             norm_output = gr.Textbox(label="Normalized", lines=3, elem_id="normalized-output")

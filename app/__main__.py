@@ -11,15 +11,19 @@ model loads (exit status 3); a startup that fails (a model that cannot be found 
 is not there) with the one line of ``StartupGuard`` (exit status 3); Ctrl-C while starting exits at once
 (130). Once the server listens it
 logs one "ready" line with a curl example.
-A connection that does not send its request headers within HEADER_READ_TIMEOUT_S is closed (408).
+A connection that does not send its request headers within HEADER_READ_TIMEOUT_S is closed (408), one
+whose headers pass MAX_HEADER_BYTES is answered 431, and one whose client stops reading a response for
+WRITE_STALL_TIMEOUT_S is closed (``app.api.connection``).
 WORKERS > 1 starts that many processes; each configures its logging and builds its own app (the
-one-line startup errors and the ready line are those of a single process).
+one-line startup errors and the ready line are those of a single process), and their metrics meet in a
+directory of this server's own (``prepare_multiprocess_metrics``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -31,7 +35,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from app.api.header_timeout import header_timeout_protocol
+from app.api.connection import ConnectionLimits, connection_protocol
 from app.config import Settings
 from app.core.errors import APIError
 from app.core.settings import ServerSettings
@@ -53,19 +57,31 @@ def server_options(settings: ServerSettings) -> dict[str, Any]:
         "log_config": None,
         "access_log": False,
         "timeout_graceful_shutdown": settings.SHUTDOWN_GRACE_S,
-        "http": header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S),
+        "http": connection_protocol(connection_limits(settings)),
+        "h11_max_incomplete_event_size": 2 * settings.MAX_HEADER_BYTES,  # ours answers first (431)
     }
 
 
-def prepare_multiprocess_metrics() -> None:
-    """Several workers: their metrics go through PROMETHEUS_MULTIPROC_DIR (default <tmp>/tts-metrics),
-    emptied of an earlier run's values, so that ``/metrics`` on any worker sums them all."""
-    directory = Path(
-        os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(Path(tempfile.gettempdir(), "tts-metrics")))
+def connection_limits(settings: Settings) -> ConnectionLimits:
+    """The per-connection limits of the server's protocol (``app.api.connection``)."""
+    return ConnectionLimits(
+        header_timeout_s=settings.HEADER_READ_TIMEOUT_S,
+        max_header_bytes=settings.MAX_HEADER_BYTES,
+        write_stall_s=settings.WRITE_STALL_TIMEOUT_S,
     )
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob("*.db"):
-        stale.unlink(missing_ok=True)
+
+
+def prepare_multiprocess_metrics() -> Path:
+    """Several workers: their metrics go through a directory of this server instance's own, made new under
+    PROMETHEUS_MULTIPROC_DIR (or the system's temp directory) and handed to the workers in that variable,
+    so that ``/metrics`` on any worker sums this server's workers and no other's. Another server on the
+    host, or an earlier run, has a directory of its own: nothing of theirs is read or removed. The caller
+    removes it when the server stops."""
+    parent = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.gettempdir())
+    parent.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix=f"tts-metrics-{os.getpid()}-", dir=parent))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    return directory
 
 
 def worker_app() -> FastAPI:
@@ -134,10 +150,13 @@ def main() -> None:
         log.error("%s", failure, extra={"setting": failure.setting})
         sys.exit(failure.exit_code)
     if settings.WORKERS > 1:
-        prepare_multiprocess_metrics()
-        uvicorn.run(
-            "app.__main__:worker_app", factory=True, workers=settings.WORKERS, **server_options(settings)
-        )
+        metrics_dir = prepare_multiprocess_metrics()
+        try:
+            uvicorn.run(
+                "app.__main__:worker_app", factory=True, workers=settings.WORKERS, **server_options(settings)
+            )
+        finally:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         return
     app = create_app(settings)
     guard = StartupGuard(app)

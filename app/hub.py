@@ -18,7 +18,7 @@ from pathlib import Path
 from app.observability.progress import ProgressBar, task
 from app.observability.startup_errors import ModelSourceError
 
-REPO_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+REPO_ID_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # matched whole (fullmatch)
 
 
 def missing_files(directory: Path, required: Sequence[Sequence[str]]) -> list[str]:
@@ -69,6 +69,6 @@ def resolve(
         return check_directory(path, required)
     if path.exists():
         raise ModelSourceError(f"{source} is a file; pass the directory that holds the model's files")
-    if not REPO_ID_RE.match(source):
+    if not REPO_ID_RE.fullmatch(source):
         raise ModelSourceError(f"{source} is neither a directory nor a Hugging Face id (owner/name)")
     return check_directory(download(source, patterns, revision), required)

@@ -20,6 +20,7 @@ from app.api.auth import ApiKeys, AuthMiddleware
 from app.api.docs_pages import install_docs
 from app.api.edge import install_edge
 from app.api.errors import install_error_handlers
+from app.api.forms import install_form_errors
 from app.api.middleware import RequestIdMiddleware
 from app.api.uploads import install_upload_limit
 from app.audio.decoder_pool import ReferenceDecoder
@@ -92,6 +93,7 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     app.add_middleware(RequestMiddleware, tracing=tracing, metrics=metrics)
     tracing.install(app)  # outermost: the server span covers everything below
     install_error_handlers(app)
+    install_form_errors(app)
     for module in (speech, vc, voices, lexicons, normalize, interleave, catalog, health, ops):
         app.include_router(module.router)
     ops.install_openapi(app, SYNTHESIS_PATHS)

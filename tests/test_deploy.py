@@ -253,10 +253,17 @@ def test_python_m_app_serves_with_the_settings(
     import pickle
 
     import app.__main__ as entry
-    from app.api.header_timeout import HeaderDeadline
+    from app.api.connection import ConnectionGuard, ConnectionLimits
 
     calls: list[tuple[object, dict[str, Any]]] = []
-    monkeypatch.setattr(entry.uvicorn, "run", lambda app, **options: calls.append((app, options)))
+    seen_dirs: list[str] = []
+
+    def run(app: object, **options: Any) -> None:
+        seen_dirs.append(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        assert Path(seen_dirs[-1]).is_dir()
+        calls.append((app, options))
+
+    monkeypatch.setattr(entry.uvicorn, "run", run)
 
     def run_one(server: Any) -> None:  # one process: our Server subclass, with the same options
         config = server.config
@@ -283,14 +290,17 @@ def test_python_m_app_serves_with_the_settings(
     target, options = calls[1]
     assert options["timeout_graceful_shutdown"] == 7 and options["access_log"] is False
     protocol = options["http"]
-    assert isinstance(protocol, functools.partial) and issubclass(protocol.func, HeaderDeadline)
-    assert protocol.keywords == {"header_timeout_s": 4}
+    assert isinstance(protocol, functools.partial) and issubclass(protocol.func, ConnectionGuard)
+    assert protocol.keywords == {"limits": ConnectionLimits(4, 65536, 30)}
     assert pickle.loads(pickle.dumps(protocol)).keywords == protocol.keywords, "workers receive it pickled"
     if workers == 1:
         assert not isinstance(target, str)
     else:
         assert (target, options["factory"], options["workers"]) == ("app.__main__:worker_app", True, 3)
-        assert not list((tmp_path / "metrics").glob("*.db"))  # an earlier run's values are gone
+        # the workers got a directory of this run's own, under the one set, removed when the server stopped
+        assert seen_dirs and Path(seen_dirs[0]).parent == tmp_path / "metrics"
+        assert not Path(seen_dirs[0]).exists()
+        assert (tmp_path / "metrics" / "counter_1.db").read_bytes() == b"stale", "another's files are kept"
 
 
 @pytest.mark.parametrize("name", ["docker-compose.yaml", "docker-compose-cpu.yaml"])

@@ -3,8 +3,8 @@
 Outermost first: ``HeadMiddleware`` (HEAD runs as GET), ``BodyTimeoutMiddleware`` (408 when a body
 stalls), ``DrainMiddleware`` (an error answer waits for the rest of the body, so the client reads
 it), ``BodyCapMiddleware`` (413 past MAX_JSON_BODY_BYTES on every non-upload route). The header-read
-timeout lives in the server's protocol (``app.api.header_timeout``), the upload cap in
-``app.api.uploads``.
+timeout, the header cap and the write-stall timeout live in the server's protocol
+(``app.api.connection``), the upload cap in ``app.api.uploads``.
 """
 
 from __future__ import annotations

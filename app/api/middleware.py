@@ -7,7 +7,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-_SANE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_SANE_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class RequestIdMiddleware:
@@ -21,7 +21,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         inbound = dict(scope["headers"]).get(b"x-request-id", b"").decode("latin-1")
-        request_id = inbound if _SANE_ID.match(inbound) else f"req_{uuid.uuid4().hex}"
+        request_id = inbound if _SANE_ID.fullmatch(inbound) else f"req_{uuid.uuid4().hex}"
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_id(message: Message) -> None:

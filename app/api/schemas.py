@@ -22,11 +22,18 @@ Mode = Annotated[
     NormalizerMode | None, Field(description="rule | spoken | llm; default DEFAULT_NORMALIZER_MODE.")
 ]
 NormalizeMalaysian = Annotated[
-    bool | None, Field(description="Malaysian entities in rule mode; default DEFAULT_NORMALIZE_MALAYSIAN.")
+    bool | None,
+    Field(
+        description="Malaysian pronunciations and entities in rule mode (default "
+        "DEFAULT_NORMALIZE_MALAYSIAN), and in spoken mode when true; refused with llm."
+    ),
 ]
 TextLanguage = Annotated[Language, Field(description="Language of the text; auto detects it per sentence.")]
 Prompt = Annotated[
-    str | None, Field(max_length=MAX_PROMPT_CHARS, description="Extra instructions for the llm mode.")
+    str | None,
+    Field(
+        max_length=MAX_PROMPT_CHARS, description="Extra instructions for the llm mode (refused with another)."
+    ),
 ]
 Model = Annotated[
     str | None,
@@ -48,7 +55,7 @@ Speed = Annotated[
 ]
 StreamFormat = Annotated[
     Literal["audio", "sse"],
-    Field(description="audio: raw bytes; sse: OpenAI speech.audio.delta/done events (when streaming)."),
+    Field(description="audio: raw bytes; sse: OpenAI speech.audio.delta/done events (needs stream true)."),
 ]
 Stream = Annotated[bool, Field(description="Stream audio as it is generated, or return it whole.")]
 Temperature = Annotated[float | None, Field(ge=0, le=2)]
@@ -68,7 +75,8 @@ TopP = Annotated[float | None, Field(gt=0, le=1)]
 TopK = Annotated[int | None, Field(ge=1, le=2**31 - 1)]  # vLLM keeps top_k in a 32-bit tensor
 Seed = Annotated[int | None, Field(ge=0, le=2**63 - 1)]
 PlaybackSpeed = Annotated[
-    float | None, Field(ge=0.02, le=60, description="Seconds of audio in the first decode window.")
+    float | None,
+    Field(ge=0.02, le=60, description="Seconds of audio in the first decode (MOSS: in 80 ms frames)."),
 ]
 PlaybackOverlapSpeed = Annotated[
     float | None, Field(ge=0, le=2, description="Seconds of future context per decode window.")

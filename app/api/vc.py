@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Request, UploadFile
 from fastapi.responses import Response
 
+from app.api.forms import Utf8FormRoute
 from app.api.schemas import VCForm
 from app.api.speech import AUDIO_RESPONSES
 from app.api.streaming import audio_response
@@ -15,7 +16,7 @@ from app.core.stats import UtteranceStats
 from app.observability.requests import request_record
 from app.synthesis.service import SpeechService
 
-router = APIRouter(tags=["speech"])
+router = APIRouter(tags=["speech"], route_class=Utf8FormRoute)
 
 
 @router.post(routes.VC, response_class=Response, responses=AUDIO_RESPONSES)

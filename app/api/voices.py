@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Request, UploadFile
 
 from app.api.auth import is_admin, tenant
+from app.api.forms import Utf8FormRoute
 from app.api.schemas import VoiceUploadForm
 from app.core import routes
 from app.core.constants import TOKENS_PER_SECOND
@@ -24,7 +25,7 @@ from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
 from app.synthesis.service import SpeechService
 
-router = APIRouter(tags=["voices"])
+router = APIRouter(tags=["voices"], route_class=Utf8FormRoute)
 
 
 def _registered(voice: RegisteredVoice) -> dict[str, Any]:

@@ -5,7 +5,8 @@ stream; a slow or hostile upload decoded there would delay them all. ``Reference
 ``ThreadPoolExecutor`` of ``threads`` workers and lets at most that many decodes be submitted at
 once (a semaphore in front, so the executor's own queue never grows); a request waits for a worker
 for at most ``timeout_s`` (503 after that), and each decode holds its worker for at most
-``timeout_s`` (``load_reference``'s deadline, a 400). Threads start on first use; ``close`` stops them.
+``timeout_s`` (``load_references``' deadline, a 400), in at most the memory ``app.audio.io`` states.
+Threads start on first use; ``close`` stops them.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from app.audio.io import REFERENCE_RATE, ReferenceAudio, load_reference
+from app.audio.io import REFERENCE_RATE, ReferenceAudio, load_references
 from app.core.errors import Unavailable
 
 
@@ -33,8 +34,12 @@ class ReferenceDecoder:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="upload-decode")
 
     async def decode(self, data: bytes, param: str, rate: int = REFERENCE_RATE) -> ReferenceAudio:
-        """``data`` decoded by ``load_reference`` to ``rate``. Raises InvalidRequest (400) or Unavailable
-        (503)."""
+        """``data`` decoded to mono at ``rate``. Raises InvalidRequest (400) or Unavailable (503)."""
+        return (await self.decode_rates(data, param, (rate,)))[rate]
+
+    async def decode_rates(self, data: bytes, param: str, rates: Sequence[int]) -> dict[int, ReferenceAudio]:
+        """``data`` decoded once by ``load_references`` to mono at each of ``rates``. Raises InvalidRequest
+        (400) or Unavailable (503)."""
         try:
             async with asyncio.timeout(self.timeout_s):
                 await self._slots.acquire()
@@ -45,13 +50,13 @@ class ReferenceDecoder:
                 headers={"Retry-After": str(max(1, round(self.timeout_s)))},
             ) from None
         job = functools.partial(
-            load_reference,
+            load_references,
             data,
             min_s=self.min_s,
             max_s=self.max_s,
             param=param,
+            rates=tuple(dict.fromkeys(rates)),
             timeout_s=self.timeout_s,
-            rate=rate,
         )
         loop = asyncio.get_running_loop()
         try:

@@ -1,15 +1,26 @@
-"""Reading uploaded reference audio: size-capped read, decode, downmix, resample to 16 kHz.
+"""Reading uploaded reference audio: size-capped read, then one decode to mono at every rate asked for.
 
 An upload is decoded only when its first bytes are one of the allowed containers (``app.audio.sniff``:
 wav, flac, ogg, mp3, m4a/mp4, webm/mka); libsndfile reads the first four, FFmpeg (PyAV) the rest and
 whatever libsndfile cannot, restricted to that one demuxer, its audio decoders and no protocol, so
-an upload can never make the server open a file or a socket. Both decoders check the duration as they
-go, so a small file that expands to hours of audio is rejected without being decoded whole, and a
-deadline between blocks (FFmpeg's interrupt callback inside its own calls) bounds the time one decode
-holds its thread. Every failure is an ``InvalidRequest`` (400) naming the form field; a body over the
-size cap is ``PayloadTooLarge`` (413) and is detected while reading, before any decoding.
-``load_reference`` is CPU work: the server runs it on the upload decoder's own threads
-(``app.audio.decoder_pool``), which is also where soundfile, soxr and PyAV are first imported.
+an upload can never make the server open a file or a socket. Every failure is an ``InvalidRequest``
+(400) naming the form field; a body over the size cap is ``PayloadTooLarge`` (413) and is detected while
+reading, before any decoding. ``load_references`` is CPU work: the server runs it on the upload decoder's
+own threads (``app.audio.decoder_pool``), which is also where soundfile, soxr and PyAV are first imported.
+
+**What a decode may cost.** A few kilobytes of FLAC or Vorbis can declare hours of audio, 255 channels or
+a rate of 655 kHz. So what the file declares is checked before anything is allocated: at most
+``MAX_CHANNELS`` channels and a rate within ``SOURCE_RATES``, and a duration (the header's, then the
+frames as they come) within ``max_s``. The audio is then taken block by block (at most ``BLOCK_SAMPLES``
+samples over all channels): each block is checked (finite, within ``MAX_SAMPLE``), downmixed to mono and
+fed to one streaming resampler per output rate (soxr; its output equals the one-shot resample), so no
+array of the file's full width, rate or length ever exists, and the clip is decoded once for every rate
+a registration needs. The memory of one decode is therefore bounded whatever the upload is: the mono
+outputs (``max_s`` x the sum of the rates x 4 bytes, twice while they are joined: 9.6 MB for 30 s at 16 and
+24 kHz) plus a few blocks (``BLOCK_SAMPLES`` x 4 bytes each, 1 MiB) and the decoders' own frame buffers;
+``tests/audio/test_decode_memory.py`` asserts it for the worst uploads at the size cap. A deadline
+between blocks (FFmpeg's interrupt callback inside its own calls) bounds the time one decode holds its
+thread.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import io
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,6 +40,15 @@ from app.core.errors import InvalidRequest, PayloadTooLarge
 REFERENCE_RATE = 16000
 """Sample rate of the NeuCodec encoder's input."""
 
+MAX_CHANNELS = 8
+"""Most channels an upload may declare (7.1); more is refused before decoding."""
+SOURCE_RATES = (4_000, 192_000)
+"""The sample rates an upload may declare, in Hz (both included)."""
+MAX_SAMPLE = 8.0
+"""Largest sample magnitude accepted (+18 dB over full scale, room for a float file's overs); beyond it
+the file holds no audio (a float sample of 3.4e38 overflows the encoders)."""
+BLOCK_SAMPLES = 1 << 18
+"""Samples (over all channels) decoded, checked and downmixed at a time."""
 READ_CHUNK_BYTES = 1 << 20
 DECODE_TIMEOUT_S = 10.0
 """Default time limit of one decode (the server passes UPLOAD_DECODE_TIMEOUT_S)."""
@@ -71,6 +92,10 @@ def _too_long(param: str, max_s: float) -> InvalidRequest:
     )
 
 
+def _invalid(param: str, why: str) -> InvalidRequest:
+    return InvalidRequest(f"{param}: {why}", param=param, code="invalid_audio")
+
+
 class Deadline:
     """A decode's time limit, checked between blocks of work (the thread is freed when it passes)."""
 
@@ -89,35 +114,101 @@ class Deadline:
             )
 
 
-def _decode_soundfile(data: bytes, max_s: float, deadline: Deadline) -> tuple[np.ndarray, int]:
-    """(samples, channels) float32 and the sample rate, via libsndfile; raises sf.LibsndfileError."""
+def check_layout(channels: int, rate: int, param: str) -> None:
+    """400 for a channel count or sample rate outside what an upload may declare."""
+    if not 1 <= channels <= MAX_CHANNELS:
+        raise _invalid(param, f"{channels} channels (at most {MAX_CHANNELS} are accepted)")
+    low, high = SOURCE_RATES
+    if not low <= rate <= high:
+        raise _invalid(param, f"a sample rate of {rate} Hz (from {low} to {high} Hz is accepted)")
+
+
+class MonoTracks:
+    """Blocks of decoded audio ``(frames, channels)`` -> float32 mono at each of ``rates``, block by block:
+    each block checked (finite, within MAX_SAMPLE), averaged over its channels and fed to one streaming
+    resampler per rate. Refuses a clip past ``max_s`` as soon as it gets there."""
+
+    def __init__(self, source_rate: int, rates: Sequence[int], max_s: float, param: str) -> None:
+        import soxr
+
+        self.source_rate = source_rate
+        self.param = param
+        self.max_s = max_s
+        self.max_frames = int(max_s * source_rate)
+        self.frames = 0
+        self._resamplers = {
+            rate: soxr.ResampleStream(source_rate, rate, 1, dtype="float32", quality="HQ")
+            for rate in rates
+            if rate != source_rate
+        }
+        self._out: dict[int, list[np.ndarray]] = {rate: [] for rate in rates}
+
+    def push(self, block: np.ndarray) -> None:
+        """One block ``(frames, channels)`` of float32 samples (any memory layout)."""
+        frames, channels = block.shape
+        if channels > MAX_CHANNELS:
+            raise _invalid(self.param, f"{channels} channels (at most {MAX_CHANNELS} are accepted)")
+        self.frames += frames
+        if self.frames > self.max_frames:
+            raise _too_long(self.param, self.max_s)
+        if not frames:
+            return
+        if not np.isfinite(block).all():
+            raise _invalid(self.param, "the audio has NaN or infinite samples")
+        if float(np.abs(block).max()) > MAX_SAMPLE:
+            raise _invalid(self.param, f"sample values beyond {MAX_SAMPLE:g} times full scale are not audio")
+        mono = block.mean(axis=1, dtype=np.float32) if channels > 1 else np.array(block[:, 0], np.float32)
+        for rate, out in self._out.items():
+            resampler = self._resamplers.get(rate)
+            out.append(mono if resampler is None else resampler.resample_chunk(mono))
+
+    def finish(self, min_s: float) -> dict[int, ReferenceAudio]:
+        """The clip at every rate (400 when it is shorter than ``min_s``)."""
+        if self.frames < min_s * self.source_rate:
+            raise InvalidRequest(
+                f"{self.param}: the audio is shorter than {min_s:g} s",
+                param=self.param,
+                code="audio_too_short",
+            )
+        clips = {}
+        for rate, out in self._out.items():
+            resampler = self._resamplers.get(rate)
+            if resampler is not None:
+                out.append(resampler.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+            samples = np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
+            out.clear()
+            clips[rate] = ReferenceAudio(samples, hashlib.sha256(samples.tobytes()).hexdigest(), rate)
+        return clips
+
+
+def _decode_soundfile(data: bytes, rates: Sequence[int], max_s: float, deadline: Deadline) -> MonoTracks:
+    """The clip through libsndfile, block by block into one buffer; raises sf.LibsndfileError."""
     import soundfile as sf
 
+    param = deadline.param
     with sf.SoundFile(io.BytesIO(data)) as handle:
-        rate = handle.samplerate
+        rate, channels = handle.samplerate, handle.channels
+        check_layout(channels, rate, param)
         if handle.frames > max_s * rate + rate:  # the header's count (an estimate for mp3), 1 s slack
-            raise _too_long(deadline.param, max_s)
-        remaining = int(max_s * rate) + rate
-        blocks: list[np.ndarray] = []
-        while remaining > 0:
-            block = handle.read(min(remaining, rate), dtype="float32", always_2d=True)
+            raise _too_long(param, max_s)
+        tracks = MonoTracks(rate, rates, max_s, param)
+        buffer = np.empty((max(1, BLOCK_SAMPLES // channels), channels), dtype=np.float32)
+        while True:
+            block = handle.read(out=buffer)
             deadline.check()
             if not block.shape[0]:
-                break
-            blocks.append(block)
-            remaining -= block.shape[0]
-        if not blocks:
-            return np.zeros((0, max(handle.channels, 1)), dtype=np.float32), rate
-        return np.concatenate(blocks), rate
+                return tracks
+            tracks.push(block)
 
 
 def _decode_pyav(
-    data: bytes, container: Container, max_s: float, deadline: Deadline
-) -> tuple[np.ndarray, int]:
-    """(samples, channels) float32 and the sample rate, via FFmpeg restricted to ``container``'s
-    demuxer and decoders, with no protocol allowed; raises av.FFmpegError or ValueError."""
+    data: bytes, container: Container, rates: Sequence[int], max_s: float, deadline: Deadline
+) -> MonoTracks:
+    """The clip through FFmpeg restricted to ``container``'s demuxer and decoders, with no protocol
+    allowed, frame by frame; raises av.FFmpegError or ValueError."""
     import av
 
+    param = deadline.param
     options = {
         "format_whitelist": container.demuxer,
         "codec_whitelist": ",".join(container.decoders),
@@ -131,30 +222,34 @@ def _decode_pyav(
         if not streams:
             raise ValueError("no audio stream")
         stream = streams[0]
+        declared = stream.codec_context
+        if declared.channels or declared.sample_rate:  # what the header says, before any decoding
+            check_layout(declared.channels or 1, declared.sample_rate or SOURCE_RATES[0], param)
         planar = av.AudioResampler(format="fltp")  # keeps layout and rate; float32 planes
-        blocks: list[np.ndarray] = []
-        count = 0
-        rate = 0
-        for frame in container_.decode(stream):
+        tracks: MonoTracks | None = None
+        frames = container_.decode(stream)
+        while True:
+            frame = next(frames, None)  # None: the end, which flushes the converter
             deadline.check()
+            if frame is not None:
+                check_layout(frame.layout.nb_channels, frame.sample_rate, param)  # before converting it
+                if tracks is not None and frame.sample_rate != tracks.source_rate:
+                    raise _invalid(param, "the sample rate changes within the audio")
             for out in planar.resample(frame):
-                rate = out.sample_rate
-                block = out.to_ndarray()  # [channels, n]
-                blocks.append(block)
-                count += block.shape[1]
-                if count > max_s * rate + rate:
-                    raise _too_long(deadline.param, max_s)
-        for out in planar.resample(None):
-            rate = out.sample_rate
-            blocks.append(out.to_ndarray())
-    if not blocks or rate <= 0:
+                if tracks is None:
+                    tracks = MonoTracks(out.sample_rate, rates, max_s, param)
+                tracks.push(out.to_ndarray().T)  # [channels, n] -> a [n, channels] view
+            if frame is None:
+                break
+    if tracks is None:
         raise ValueError("no audio frames")
-    width = min(block.shape[0] for block in blocks)
-    return np.concatenate([block[:width] for block in blocks], axis=1).T, rate  # [n, channels]
+    return tracks
 
 
-def decode_audio(data: bytes, max_s: float, param: str, timeout_s: float) -> tuple[np.ndarray, int]:
-    """Decode ``data`` to float32 ``(samples, channels)`` and its rate within ``timeout_s`` seconds.
+def decode_tracks(
+    data: bytes, rates: Sequence[int], max_s: float, param: str, timeout_s: float
+) -> MonoTracks:
+    """Decode ``data`` to mono at each of ``rates`` within ``timeout_s`` seconds (see the module docstring).
 
     Only a container on the allow-list (``app.audio.sniff``), recognised from the bytes, is decoded.
     Raises InvalidRequest.
@@ -174,11 +269,11 @@ def decode_audio(data: bytes, max_s: float, param: str, timeout_s: float) -> tup
     deadline = Deadline(timeout_s, param)
     if container.libsndfile:
         try:
-            return _decode_soundfile(data, max_s, deadline)
+            return _decode_soundfile(data, rates, max_s, deadline)
         except sf.LibsndfileError:
             deadline.check()
     try:
-        return _decode_pyav(data, container, max_s, deadline)
+        return _decode_pyav(data, container, rates, max_s, deadline)
     except av.ExitError as exc:  # the open/read timeout's interrupt
         raise InvalidRequest(
             f"{param}: decoding took longer than {timeout_s:g} s", param=param, code="decode_timeout"
@@ -191,6 +286,20 @@ def decode_audio(data: bytes, max_s: float, param: str, timeout_s: float) -> tup
         ) from exc
 
 
+def load_references(
+    data: bytes,
+    *,
+    min_s: float,
+    max_s: float,
+    param: str,
+    rates: Sequence[int],
+    timeout_s: float = DECODE_TIMEOUT_S,
+) -> dict[int, ReferenceAudio]:
+    """Uploaded bytes -> mono float32 at each of ``rates``, within [min_s, max_s] seconds, decoded once
+    within ``timeout_s``. Raises InvalidRequest."""
+    return decode_tracks(data, rates, max_s, param, timeout_s).finish(min_s)
+
+
 def load_reference(
     data: bytes,
     *,
@@ -200,22 +309,8 @@ def load_reference(
     timeout_s: float = DECODE_TIMEOUT_S,
     rate: int = REFERENCE_RATE,
 ) -> ReferenceAudio:
-    """Uploaded bytes -> mono float32 at ``rate`` within [min_s, max_s] seconds, decoded within
-    ``timeout_s``. Raises InvalidRequest."""
-    import soxr
-
-    frames, source_rate = decode_audio(data, max_s, param, timeout_s)
-    mono = frames.mean(axis=1, dtype=np.float32) if frames.shape[1] > 1 else frames[:, 0]
-    if mono.shape[0] < min_s * source_rate:
-        raise InvalidRequest(
-            f"{param}: the audio is shorter than {min_s:g} s", param=param, code="audio_too_short"
-        )
-    if mono.shape[0] > max_s * source_rate:
-        raise _too_long(param, max_s)
-    if not np.isfinite(mono).all():
-        raise InvalidRequest(
-            f"{param}: the audio has NaN or infinite samples", param=param, code="invalid_audio"
-        )
-    samples = mono if source_rate == rate else soxr.resample(mono, source_rate, rate, quality="HQ")
-    samples = np.ascontiguousarray(samples, dtype=np.float32)
-    return ReferenceAudio(samples, hashlib.sha256(samples.tobytes()).hexdigest(), rate)
+    """Uploaded bytes -> mono float32 at ``rate`` (``load_references`` for one rate)."""
+    references = load_references(
+        data, min_s=min_s, max_s=max_s, param=param, rates=(rate,), timeout_s=timeout_s
+    )
+    return references[rate]

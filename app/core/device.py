@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-_DEVICE_RE = re.compile(r"^(cpu|cuda|npu)(?::(\d+))?$")
+_DEVICE_RE = re.compile(r"(cpu|cuda|npu)(?::(\d+))?")
 
 
 def _require_npu() -> None:
@@ -39,7 +39,7 @@ def resolve_device(name: str) -> torch.device:
     name = name.strip().lower()
     if not name:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    match = _DEVICE_RE.match(name)
+    match = _DEVICE_RE.fullmatch(name)
     if match is None:
         raise ValueError(f"unknown codec device {name!r}: use '', 'cpu', 'cuda', 'cuda:N', 'npu' or 'npu:N'")
     kind, index = match.group(1), match.group(2)

@@ -56,6 +56,14 @@ class InvalidRequest(APIError):
     code = "invalid_value"
 
 
+class InvalidAudio(InvalidRequest):
+    """400: a reference clip that cannot be used (unreadable, out of range, refused by the encoder). The
+    stages raise it without a field; the service names the route's own (``reference_audio``,
+    ``audio_sample``)."""
+
+    code = "invalid_audio"
+
+
 class ValidationFailed(APIError):
     """422: a field is missing, has the wrong type or is out of range (pydantic validation)."""
 
@@ -138,6 +146,14 @@ class RateLimited(APIError):
 
 class ClientDisconnected(Exception):
     """The client went away before the response started; there is nobody to answer."""
+
+
+class HeadersTooLarge(APIError):
+    """431: the request line and headers are larger than the server reads (MAX_HEADER_BYTES)."""
+
+    status = 431
+    type = "invalid_request_error"
+    code = "request_header_fields_too_large"
 
 
 class RequestTimeout(APIError):

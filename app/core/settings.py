@@ -65,12 +65,27 @@ class ServingSettings(BaseSettings):
     WORKERS: int = Field(
         1, ge=1, le=64, description="Processes `python -m app` starts, each with its own engine."
     )
+    MAX_HEADER_BYTES: int = Field(
+        65536, ge=1024, le=16 * 1024 * 1024, description="Largest request line + headers of a request (431)."
+    )
+    WRITE_STALL_TIMEOUT_S: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Longest a response may wait for a client that reads nothing (its socket buffers full); "
+        "then the connection is closed and the stream's resources freed.",
+    )
 
     DISCONNECT_POLL_S: float = Field(
         0.25, gt=0, le=5, description="How often a request waiting for audio checks for a client disconnect."
     )
 
     MAX_INPUT_CHARS: int = Field(4096, ge=1, description="Longest accepted `input`, in characters.")
+    MAX_SPOKEN_CHARS: int = Field(
+        16384,
+        ge=1,
+        description="Longest text once normalized (numbers, dates and such read out), in characters (400).",
+    )
 
 
 class LongInputSettings(BaseSettings):
@@ -176,7 +191,10 @@ class VoiceSettings(BaseSettings):
     MIN_REFERENCE_S: float = Field(1.0, ge=0.1, le=10, description="Shortest accepted reference audio.")
     MAX_REFERENCE_S: float = Field(30.0, gt=0, le=120, description="Longest accepted reference audio.")
     REFERENCE_CACHE_SIZE: int = Field(
-        256, ge=0, description="Encoded references kept (LRU, by audio content hash); 0 = no cache."
+        256,
+        ge=0,
+        description="Encoded references kept (LRU, by audio content hash) in each process and in the "
+        "shared store (files or Redis); 0 = no cache.",
     )
     VOICES_DIR: str = Field("voices", description="Directory of registered voices (one JSON file each).")
     MAX_REGISTERED_VOICES: int = Field(100, ge=0, description="Most voices that can be registered.")

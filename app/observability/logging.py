@@ -8,6 +8,12 @@ with one progress line a task every ``PROGRESS_INTERVAL_S``.
 ``create_app``: logging is process-wide and tests build many apps. Nothing here logs request bodies,
 headers or uploaded audio, so API keys and audio never reach a log line; the access line carries the
 path without its query string.
+
+Log lines cannot be forged or coloured by what a client sends (a path with ``%0A`` or ``%1B``, a voice
+name, a header): in the text format every field has its control characters (C0, DEL, C1, and the
+Unicode line and paragraph separators) escaped as ``\\xNN`` / ``\\uNNNN``, so a record is one line,
+and a traceback's lines, kept as lines, are indented, so that a record's first line is the only one
+that starts at column 0; the JSON format escapes the same characters inside its strings.
 """
 
 from __future__ import annotations
@@ -26,6 +32,15 @@ from app.observability.tracing import trace_ids
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 _CHATTY_CLIENTS = ("httpx", "httpx2", "httpcore", "httpcore2")
 _ERASE_LINE = "\r\x1b[2K"  # carriage return, then erase the whole line
+_CONTROLS = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+_TEXT_ESCAPES = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _CONTROLS}
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in _CONTROLS}  # json.dumps escapes C0 itself; C1 and the rest not
+TRACEBACK_INDENT = "  "
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character (and U+2028/U+2029) written as ``\\xNN`` or ``\\uNNNN``."""
+    return text.translate(_TEXT_ESCAPES)
 
 
 class JsonFormatter(logging.Formatter):
@@ -48,19 +63,27 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        # inside a JSON string (the only place these can be) a \\u escape reads back as the character
+        return json.dumps(entry, default=str, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
 class TextFormatter(logging.Formatter):
-    """``time level logger [trace_id] message``."""
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+    """``time level logger message [trace_id=...]`` on one line, every field's control characters
+    escaped; then the traceback, if any, its lines indented by ``TRACEBACK_INDENT``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        record.message = record.getMessage()
+        fields = [self.formatTime(record), record.levelname, record.name, record.message]
         trace_id, _ = trace_ids()
-        return line if trace_id is None else f"{line} trace_id={trace_id}"
+        if trace_id is not None:
+            fields.append(f"trace_id={trace_id}")
+        lines = [escape_controls(" ".join(fields))]
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        for block in (record.exc_text, record.stack_info and self.formatStack(record.stack_info)):
+            if block:
+                lines += [TRACEBACK_INDENT + escape_controls(line) for line in block.split("\n")]
+        return "\n".join(lines)
 
 
 class TerminalHandler(logging.StreamHandler):
@@ -74,7 +97,7 @@ class TerminalHandler(logging.StreamHandler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             if record.name == PROGRESS_LOGGER and not getattr(record, "final", False):
-                self.stream.write(_ERASE_LINE + record.getMessage()[: self._width() - 1])
+                self.stream.write(_ERASE_LINE + escape_controls(record.getMessage())[: self._width() - 1])
                 self._status_open = True
             else:
                 text = self.format(record)

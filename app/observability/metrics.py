@@ -3,17 +3,20 @@
 Each app owns a ``CollectorRegistry`` (``app.state.metrics``, ``engine.metrics``), so the many apps a
 test process builds never collide on metric names and nothing is registered at import.
 
-Several worker processes (``uvicorn --workers N``): set ``PROMETHEUS_MULTIPROC_DIR`` to an empty,
-writable directory in the environment before the server starts. prometheus-client then keeps every
-value in a file there, and ``/metrics`` in any worker merges all the workers' files: counters and
-histograms are summed over every worker that has run since the directory was emptied, gauges over
-the live ones (a worker leaving calls ``close``, which drops its gauge files). That variable belongs to
+Several worker processes (``uvicorn --workers N``): ``PROMETHEUS_MULTIPROC_DIR`` names an empty,
+writable directory of this server's own (``python -m app`` makes one per start, ``app.__main__``).
+prometheus-client then keeps every value in a file there, and ``/metrics`` in any worker merges all the
+workers' files: counters and histograms are summed over every worker that has run in it, gauges over
+the live ones: a worker leaving calls ``close``, which drops its gauge files, and a worker that died
+without leaving (SIGKILL, out of memory) has its gauge files dropped by the next ``/metrics`` (its pid
+no longer runs), so ``tts_active_streams`` never counts streams nobody serves. That variable belongs to
 prometheus-client and is read from the process environment when prometheus-client is imported.
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -179,6 +182,7 @@ class Metrics:
         """The text format of every metric (merged across processes in multiprocess mode)."""
         if self.multiprocess_dir is None:
             return generate_latest(self.registry)
+        forget_dead_workers(self.multiprocess_dir)
         merged = CollectorRegistry()
         MultiProcessCollector(merged, path=self.multiprocess_dir)
         return generate_latest(merged)
@@ -189,3 +193,30 @@ class Metrics:
             mark_process_dead(os.getpid(), self.multiprocess_dir)
 
     content_type = CONTENT_TYPE_LATEST
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live\w*_(\d+)\.db")
+
+
+def forget_dead_workers(directory: str) -> None:
+    """Drop the live-gauge files of the processes in ``directory`` that no longer run (prometheus-client's
+    ``mark_process_dead``); counters and histograms stay, as they should."""
+    pids = {int(m.group(1)) for name in os.listdir(directory) if (m := _LIVE_GAUGE_FILE.fullmatch(name))}
+    for pid in pids - {os.getpid()}:
+        if not _running(pid):
+            mark_process_dead(pid, directory)
+
+
+def _running(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie (one not reaped yet runs no code)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: not one of ours, and alive
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: existing is all we can know

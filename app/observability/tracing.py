@@ -173,7 +173,8 @@ class _Live:
 
 _ACTIVE: ContextVar[_Live | None] = ContextVar("tts_tracing", default=None)
 _REQUEST_TRACE_ID: ContextVar[str | None] = ContextVar("tts_trace_id", default=None)
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+# W3C traceparent, matched whole: version-trace_id-parent_id-flags, and the fields a later version adds
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}(?:-[!-~]*)?")
 
 
 def trace_ids() -> tuple[str | None, str | None]:
@@ -192,7 +193,7 @@ def bind_request_trace_id(traceparent: str) -> tuple[str, Token[str | None]]:
     else the caller's W3C ``traceparent`` trace id, else a new random one. Undo with ``unbind_request``."""
     trace_id, _ = trace_ids()
     if trace_id is None:
-        match = _TRACEPARENT.match(traceparent)
+        match = _TRACEPARENT.fullmatch(traceparent)
         trace_id = match.group(1) if match and match.group(1) != "0" * 32 else uuid.uuid4().hex
     return trace_id, _REQUEST_TRACE_ID.set(trace_id)
 

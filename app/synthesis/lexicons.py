@@ -70,13 +70,13 @@ class RegisteredLexicon:
             data.get("created_at"),
             data.get("owner"),
         )
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise ValueError(f"bad name {name!r}")
         if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
             raise ValueError("bad entries")
         if not isinstance(created, int):
             raise ValueError("bad created_at")
-        if owner is not None and not (isinstance(owner, str) and OWNER_RE.match(owner)):
+        if owner is not None and not (isinstance(owner, str) and OWNER_RE.fullmatch(owner)):
             raise ValueError("bad owner")
         limits = LexiconLimits(max_entries=max(1, len(entries)))
         return cls(name, parse_entries(entries, limits=limits), created, owner)
@@ -186,7 +186,7 @@ class LexiconRegistry:
 
     async def add(self, name: str, lexicon: Lexicon, now: int, owner: str | None) -> RegisteredLexicon:
         """Store a new lexicon owned by ``owner``. 400 bad name or limit reached, 409 taken, 503 down."""
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise InvalidRequest(
                 "name: use 1-64 letters, digits, '_' or '-'", param="name", code="invalid_lexicon_name"
             )
@@ -212,7 +212,7 @@ class LexiconRegistry:
         """Delete a lexicon: any (``owner`` None: an admin key, or keys off) or only ``owner``'s.
         404 none by that name, 403 another key's, 503 down."""
         try:
-            result = await self.store.remove(name, owner) if NAME_RE.match(name) else "absent"
+            result = await self.store.remove(name, owner) if NAME_RE.fullmatch(name) else "absent"
         except VoiceStoreError as exc:
             raise Unavailable("The lexicon registry is unavailable; try again later.") from exc
         if result == "absent":

@@ -21,6 +21,7 @@ from app.families.shared.long_input import part_seed
 from app.interleave.ids import HEADER as INTERLEAVE_HEADER
 from app.interleave.ids import header_echo
 from app.observability.tracing import span
+from app.synthesis.combinations import check_text_options
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
 from app.text.clean import clean_text
@@ -83,12 +84,14 @@ async def normalize_text(engine: Engine, text: str, options: TextFields, for_spe
     """``text`` through the engine's normalizer with the request's options and the settings' defaults."""
     s = engine.settings
     mode = options.mode or s.DEFAULT_NORMALIZER_MODE
+    check_text_options(options, mode)
+    malaysian_default = s.DEFAULT_NORMALIZE_MALAYSIAN and mode == "rule"  # a request may ask in spoken too
     with span("tts.normalize", {"normalizer.mode": mode, "normalizer.chars_in": len(text)}) as traced:
         started = time.perf_counter()
         result = await engine.normalizer.normalize(
             clean_text(text),
             mode=mode,
-            normalize_malaysian=given(options.normalize_malaysian, s.DEFAULT_NORMALIZE_MALAYSIAN),
+            normalize_malaysian=given(options.normalize_malaysian, malaysian_default),
             language=options.language,
             prompt=options.prompt,
             for_speech=for_speech,
@@ -100,12 +103,26 @@ async def normalize_text(engine: Engine, text: str, options: TextFields, for_spe
 
 async def speech_text(engine: Engine, text: str, options: TextFields, param: str) -> str:
     """``text`` checked for length (422), normalized for speech and cleaned of markup (400 when
-    nothing speakable is left: whitespace, controls, marks or emoji only)."""
+    nothing speakable is left: whitespace, controls, marks or emoji only, or when it reads out longer
+    than MAX_SPOKEN_CHARS)."""
     check_input_length(text, engine.settings.MAX_INPUT_CHARS, param)
     normalized = await normalize_text(engine, text, options, for_speech=True)
     cleaned = clean_text(normalized.output)
     require_speakable(cleaned, param)
+    check_spoken_length(engine.settings, cleaned, param)
     return cleaned
+
+
+def check_spoken_length(settings: ServerSettings, spoken: str, param: str) -> None:
+    """400 when a text reads out longer than MAX_SPOKEN_CHARS once normalized."""
+    limit = settings.MAX_SPOKEN_CHARS
+    if len(spoken) > limit:
+        raise InvalidRequest(
+            f"{param}: the text reads out as {len(spoken)} characters once normalized (numbers, dates and "
+            f"the like spelled out); at most {limit} are spoken (MAX_SPOKEN_CHARS): send a shorter text",
+            param=param,
+            code="spoken_text_too_long",
+        )
 
 
 async def resolve_voice(engine: Engine, family: ModelFamily, name: str | None) -> str | ReferenceVoice:

@@ -26,6 +26,7 @@ without an owner: by an admin key.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,12 +34,12 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 from app.core.constants import CODE_VALUES
-from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
+from app.core.errors import APIError, Conflict, Forbidden, InvalidRequest, NotFound, Unavailable, echo
 
 log = logging.getLogger(__name__)
 
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-OWNER_RE = re.compile(r"^[0-9a-f]{1,64}$")  # a key's fingerprint (hex)
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # matched whole (fullmatch)
+OWNER_RE = re.compile(r"[0-9a-f]{1,64}")  # a key's fingerprint (hex)
 FORMAT_VERSION = 2
 LEGACY_FAMILY = "neucodec"  # version 1 records hold one list of codes: NeuCodec's (the only family then)
 
@@ -89,7 +90,7 @@ class RegisteredVoice:
         name, text, codes = data.get("name"), data.get("reference_text"), data.get("codes")
         created, consent, owner = data.get("created_at"), data.get("consent"), data.get("owner")
         duration, lexicons = data.get("duration_s"), data.get("lexicons", [])
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise ValueError(f"bad name {name!r}")
         if not isinstance(text, str):
             raise ValueError("missing reference_text")
@@ -103,12 +104,12 @@ class RegisteredVoice:
                 raise ValueError("codes out of range")
         if not isinstance(created, int) or (consent is not None and not isinstance(consent, str)):
             raise ValueError("bad created_at or consent")
-        if owner is not None and not (isinstance(owner, str) and OWNER_RE.match(owner)):
+        if owner is not None and not (isinstance(owner, str) and OWNER_RE.fullmatch(owner)):
             raise ValueError("bad owner")
         if duration is not None and (not isinstance(duration, int | float) or duration < 0):
             raise ValueError("bad duration_s")
         if not isinstance(lexicons, list) or not all(
-            isinstance(n, str) and NAME_RE.match(n) for n in lexicons
+            isinstance(n, str) and NAME_RE.fullmatch(n) for n in lexicons
         ):
             raise ValueError("bad lexicons")
         codes_by_family = {str(f): tuple(c) for f, c in by_family.items()}
@@ -247,7 +248,7 @@ class VoiceRegistry:
         """Raise InvalidRequest (bad name, limit reached) or Conflict (taken) before any work is done.
 
         Advisory: ``add`` decides atomically, so two replicas that both pass here cannot both register."""
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise InvalidRequest(
                 "name: use 1-64 letters, digits, '_' or '-'", param="name", code="invalid_voice_name"
             )
@@ -271,7 +272,8 @@ class VoiceRegistry:
         lexicons: Sequence[str] = (),
     ) -> RegisteredVoice:
         """Store a new voice with its codes per family and the lexicons attached to it, owned by
-        ``owner`` (a key's tenant; None when keys are off). Raises as ``check_name``; 503: store down."""
+        ``owner`` (a key's tenant; None when keys are off); what is stored is exactly what loads back.
+        Raises as ``check_name``; 500 for a record that would not load back; 503: store down."""
         await self.check_name(name)
         by_family = {f: tuple(c) for f, c in codes.items()}
         voice = RegisteredVoice(
@@ -284,6 +286,7 @@ class VoiceRegistry:
             duration_s=duration_s,
             lexicons=tuple(lexicons),
         )
+        _check_reads_back(voice)
         try:
             result = await self.store.add(voice, self.max_voices)
         except VoiceStoreError as exc:
@@ -299,7 +302,7 @@ class VoiceRegistry:
         """Delete a registered voice: any one (``owner`` None), or only one ``owner`` registered.
         NotFound when there is none by that name, Forbidden when it is not ``owner``'s; 503: store down."""
         try:
-            result = await self.store.remove(name, owner) if NAME_RE.match(name) else "absent"
+            result = await self.store.remove(name, owner) if NAME_RE.fullmatch(name) else "absent"
         except VoiceStoreError as exc:
             raise _down(exc) from exc
         if result == "absent":
@@ -312,6 +315,17 @@ class VoiceRegistry:
                 code="voice_not_owned",
             )
         self._version = None
+
+
+def _check_reads_back(voice: RegisteredVoice) -> None:
+    """500 for a voice whose record the loader would not read back as this very voice (the stores write
+    ``to_json``; a record ``load`` skips would hold a name and a slot of the limit, unusable)."""
+    try:
+        loaded = RegisteredVoice.from_json(json.loads(json.dumps(voice.to_json())))
+    except ValueError as exc:
+        raise APIError(f"The voice {echo(voice.name)} could not be stored.", detail=str(exc)) from exc
+    if loaded != voice:
+        raise APIError(f"The voice {echo(voice.name)} could not be stored.", detail="it reads back changed")
 
 
 def _taken(name: str) -> Conflict:

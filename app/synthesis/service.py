@@ -22,11 +22,12 @@ import numpy as np
 from app.audio.decoder_pool import ReferenceDecoder
 from app.audio.io import AsyncReadable, ReferenceAudio
 from app.audio.post import Boundary, Chunk, PostChain
-from app.core.errors import APIError, BackendError, ClientDisconnected, ValidationFailed
+from app.core.errors import APIError, BackendError, ClientDisconnected, InvalidAudio, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice
 from app.core.stats import UtteranceStats
 from app.core.types import Language
 from app.observability.tracing import span
+from app.synthesis.combinations import check_stream_options
 from app.synthesis.engine import Engine
 from app.synthesis.planning import (
     Conversation,
@@ -161,6 +162,7 @@ class SpeechService:
         """``/v1/audio/speech``: plan (model, voice, text, history), then produce the first audio."""
         engine = self.engine
         family = engine.family_for(req.model)
+        check_stream_options(req)
         voice = await resolve_voice(engine, family, req.voice_name())
         if conversation is not None and engine.interleave.enabled and isinstance(voice, str):
             engine.require(family, multi_turn=True)
@@ -184,6 +186,7 @@ class SpeechService:
         engine = self.engine
         family = engine.family_for(form.model)
         engine.require(family, reference_voice=True)
+        check_stream_options(form)
         family.check_can_encode()
         shape = family.reference
         if shape.needs_transcript and not form.reference_text:
@@ -196,7 +199,7 @@ class SpeechService:
         reference_text = ""
         if form.reference_text:
             reference_text = await speech_text(engine, form.reference_text, form, "reference_text")
-        codes = await self._encode(family, reference)
+        codes = await self._encode(family, reference, "reference_audio")
         voice = ReferenceVoice(reference_text, tuple(codes), shape.codebooks)
         plan = plan_request(engine.settings, family, form, planned.plan, voice)
         return await self._synthesize(plan, stats, disconnected)
@@ -204,10 +207,10 @@ class SpeechService:
     async def register_voice(
         self, form: VoiceFields, audio_sample: AsyncReadable, owner: str | None = None
     ) -> RegisteredVoice:
-        """Encode the clip once with every loaded family that can take it now (each at its own rate) and
-        store the codes with the normalized transcript, owned by ``owner`` (the API key's tenant; None
-        when keys are off). Without a transcript, only the families that need none encode it (422 when
-        there is none)."""
+        """Decode the clip once (to every rate needed) and encode it with every loaded family that can take
+        it now, and store the codes with the normalized transcript, owned by ``owner`` (the API key's
+        tenant; None when keys are off). Without a transcript, only the families that need none encode
+        it (422 when there is none)."""
         engine = self.engine
         families = self._encoders(bool(form.reference_text))
         await engine.registry.check_name(form.name)  # fail fast, before the upload is decoded
@@ -220,9 +223,10 @@ class SpeechService:
             text = await speech_text(engine, form.reference_text, options, "reference_text")
         codes: dict[str, list[int]] = {}
         duration_s = 0.0
+        clips = await self.decoder.decode_rates(data, "audio_sample", [f.reference.rate for f in families])
         for family in families:
-            reference = await self.decoder.decode(data, "audio_sample", family.reference.rate)
-            codes[family.name] = await family.encode_reference(reference.samples, reference.digest)
+            reference = clips[family.reference.rate]
+            codes[family.name] = await self._encode(family, reference, "audio_sample")
             duration_s = reference.duration_s
         now = int(time.time())
         return await engine.registry.add(
@@ -267,9 +271,13 @@ class SpeechService:
             loading.set({"audio.samples": len(reference.samples)})
         return reference
 
-    async def _encode(self, family: ModelFamily, reference: ReferenceAudio) -> list[int]:
+    async def _encode(self, family: ModelFamily, reference: ReferenceAudio, param: str) -> list[int]:
+        """``family``'s codes of the clip; a clip it refuses is a 400 naming ``param``, the route's field."""
         with span("codec.encode", {"codec.samples": len(reference.samples)}) as encoding:
-            codes = await family.encode_reference(reference.samples, reference.digest)
+            try:
+                codes = await family.encode_reference(reference.samples, reference.digest)
+            except InvalidAudio as exc:
+                raise InvalidAudio(f"{param}: {exc.message}", param=param) from exc
             encoding.set({"codec.tokens": len(codes)})
         return codes
 

@@ -16,7 +16,7 @@ from app.core.family import ModelFamily
 from app.core.settings import ServerSettings
 from app.core.types import Language, NormalizerMode
 from app.synthesis.engine import Engine
-from app.synthesis.planning import TextFields, normalize_text
+from app.synthesis.planning import TextFields, check_spoken_length, normalize_text
 from app.text.clean import clean_text
 from app.text.speech_plan import SpokenPlan, plan_input
 from app.text.ssml import SsmlLimits
@@ -89,4 +89,6 @@ async def spoken_plan(
         max_text_chars=settings.MAX_INPUT_CHARS,
         param=param,
     )
+    if for_speech:
+        check_spoken_length(settings, planned.plan.text, param)
     return planned

@@ -1,7 +1,8 @@
 """The text normalizer every endpoint uses: picks the mode, applies fallbacks, keeps the loop free.
 
 Modes: ``rule`` (clean up; Malaysian entities with ``normalize_malaysian``), ``spoken`` (clean up,
-then the full verbalizer) and ``llm`` (clean up, then the chat model). ``llm`` on
+then the full verbalizer; with ``normalize_malaysian`` the Malaysian pronunciation table first, as in
+``rule``) and ``llm`` (clean up, then the chat model). ``llm`` on
 ``/v1/audio/normalize`` (``for_speech=False``) fails loudly: 400 when no model is configured, 502
 when the call fails. On the speech path (``for_speech=True``) both fall back to ``spoken``, and
 ``NormalizeResult.fallback`` says why ("unconfigured" or "error").
@@ -26,6 +27,7 @@ from app.observability.tracing import span
 from app.text.invisible import strip_invisible
 from app.text.llm import LLMNormalizer, LLMNormalizerError
 from app.text.rule import clean, normalize_rule
+from app.text.rule.pronunciation import apply_pronunciations
 from app.text.spoken import normalize_spoken
 
 __all__ = ["LANGUAGES", "MODES", "Language", "Mode", "NormalizeResult", "TextNormalizer"]
@@ -45,9 +47,11 @@ class NormalizeResult:
     fallback: Literal["unconfigured", "error"] | None = None
 
 
-def normalize_spoken_mode(text: str, language: str = "auto") -> str:
-    """The ``spoken`` mode: ``clean``, then the verbalizer."""
-    return normalize_spoken(clean(text), language)
+def normalize_spoken_mode(text: str, language: str = "auto", normalize_malaysian: bool = False) -> str:
+    """The ``spoken`` mode: ``clean``, then (``normalize_malaysian``) the pronunciation table, then the
+    verbalizer."""
+    cleaned = clean(text)
+    return normalize_spoken(apply_pronunciations(cleaned) if normalize_malaysian else cleaned, language)
 
 
 class TextNormalizer:
@@ -88,8 +92,10 @@ class TextNormalizer:
                 )
             return NormalizeResult(output, "rule")
         if mode == "spoken":
-            with span("normalize.spoken"):
-                output = await self._run(normalize_spoken_mode, text, language=language)
+            with span("normalize.spoken", {"normalizer.malaysian": normalize_malaysian}):
+                output = await self._run(
+                    normalize_spoken_mode, text, language=language, normalize_malaysian=normalize_malaysian
+                )
             return NormalizeResult(output, "spoken")
         return await self._normalize_llm(text, language, prompt, for_speech)
 

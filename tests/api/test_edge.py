@@ -11,9 +11,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.api.body_cap import BodyCap, BodyCapMiddleware, BodyTooLarge
 from app.api.body_timeout import BodyReadTimeout, TimedReceive
+from app.api.connection import TIMEOUT_RESPONSE, ConnectionGuard, ConnectionLimits
 from app.api.drain import BodyProgress, DrainMiddleware, drain
 from app.api.head import HeadMiddleware
-from app.api.header_timeout import TIMEOUT_RESPONSE, HeaderDeadline
 
 
 def part(body: bytes, more: bool) -> Message:
@@ -164,11 +164,12 @@ class Cycle:
     response_complete = False
 
 
-class Connection(HeaderDeadline):
-    """HeaderDeadline on a fake connection: ``cycle`` is what a uvicorn protocol would set."""
+class Connection(ConnectionGuard):
+    """ConnectionGuard's header deadline on a fake connection: ``cycle`` is what a uvicorn protocol would
+    set."""
 
     def __init__(self, timeout_s: float) -> None:
-        self.header_timeout_s = timeout_s
+        self.limits = ConnectionLimits(header_timeout_s=timeout_s, max_header_bytes=65536, write_stall_s=30)
         self.loop = asyncio.get_running_loop()
         self.transport: Any = FakeTransport()
         self.cycle: Any = None

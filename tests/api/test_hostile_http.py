@@ -18,8 +18,8 @@ import httpx
 import numpy as np
 import pytest
 
-from app.__main__ import server_options
-from app.api.header_timeout import header_timeout_protocol
+from app.__main__ import connection_limits, server_options
+from app.api.connection import connection_protocol
 from app.audio import decoder_pool
 from app.audio.io import ReferenceAudio
 from app.config import Settings
@@ -53,7 +53,7 @@ def serve_as_main(settings: Settings, http: str = "auto") -> AbstractAsyncContex
     (``http``: the HTTP/1.1 implementation under the header timeout, ``auto`` as in production)."""
     options = server_options(settings) | {"host": "127.0.0.1", "port": 0, "log_level": "warning"}
     if http != "auto":
-        options["http"] = header_timeout_protocol(settings.HEADER_READ_TIMEOUT_S, http)
+        options["http"] = connection_protocol(connection_limits(settings), http)
     return serve_app(create_app(settings), **options)
 
 
@@ -151,11 +151,11 @@ async def test_uploads_that_hold_their_decoder_do_not_delay_streams(
 ) -> None:
     """Six uploads whose decode blocks its thread for 3 s: streams never wait on those threads."""
 
-    def slow_decode(data: bytes, **kwargs: object) -> ReferenceAudio:
+    def slow_decode(data: bytes, **kwargs: object) -> dict[int, ReferenceAudio]:
         time.sleep(3.0)
         raise Unavailable("slow")
 
-    monkeypatch.setattr(decoder_pool, "load_reference", slow_decode)
+    monkeypatch.setattr(decoder_pool, "load_references", slow_decode)
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         await first_audio_s(client)
         baseline = statistics.median([await first_audio_s(client) for _ in range(3)])
@@ -453,12 +453,14 @@ async def test_max_tokens_fits_the_window_for_voice_conversion_and_registered_vo
 
 
 async def test_a_spoken_mode_expansion_past_the_window_is_spoken_in_parts_that_fit(
-    url: str, fake_vllm: FakeVLLM
+    tiny_codec_dir: Path, fake_vllm: FakeVLLM, tmp_path: Path
 ) -> None:
     """``"1."`` 2048 times is 4096 characters (allowed) but thousands of prompt tokens once read out: a
     long input is spoken in parts, each prompt and its max_tokens within the LM window, so
-    the backend never refuses one (no 502)."""
-    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+    the backend never refuses one (no 502). (Its 20,474 spoken characters pass MAX_SPOKEN_CHARS' default,
+    raised here.)"""
+    settings = settings_for(tiny_codec_dir, fake_vllm, tmp_path, MAX_SPOKEN_CHARS=32768)
+    async with serve_as_main(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
         expanded = await client.post(SPEECH, json=body(input="1." * 2048, mode="spoken"))
     assert expanded.status_code == 200
     assert len(fake_vllm.requests) > 1

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import wave
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -210,3 +212,68 @@ async def test_openai_sdk_and_livekit_reach_it_by_openai_names(moss_only: App) -
         await tts.aclose()
     assert {(f.sample_rate, f.num_channels) for f in pieces} == {(24000, 1)}
     assert 0 < sum(f.samples_per_channel for f in pieces) / 24000 <= CAP * FRAME / 24000 + 0.1
+
+
+async def test_later_parts_of_an_admitted_long_input_wait_when_the_engine_queue_is_full(
+    tiny_codec_dir: Path,
+    tiny_moss_codec_dir: Path,
+    moss_tts_dir: Path,
+    fake_vllm: FakeVLLM,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One engine row and no wait list: the queue is full whenever a row runs. A long input's second part
+    is held back until a new request has taken the row its first part freed, then submitted: it waits its
+    turn (the listener hears every part, no error event), while a new request that comes meanwhile is
+    refused (429, before any audio)."""
+    base: dict[str, object] = {"codec_dir": tiny_codec_dir, "lm_url": fake_vllm.url}
+    overrides: dict[str, object] = {
+        "MODEL_FAMILIES": ["moss"],
+        "MOSS_TTS_MODEL": str(moss_tts_dir),
+        "MOSS_CODEC_MODEL": str(tiny_moss_codec_dir),
+        "MOSS_CACHE_ROWS": 600,
+        "MOSS_MAX_BATCH": 1,
+        "INTERLEAVE_STORE": "memory",
+        "VOICES_DIR": str(tmp_path / "voices"),
+    }
+    async with asynccontextmanager(serve_real)(overrides, base) as served:
+        assert served.family.lm is not None
+        engine = served.family.lm.engine
+        monkeypatch.setattr(engine, "max_waiting", 0)
+        real_stream = engine.stream
+        calls = 0
+        second_part_ready, submit_second_part = asyncio.Event(), asyncio.Event()
+
+        def stream(job: object, **options: object) -> AsyncIterator[object]:
+            nonlocal calls
+            calls += 1
+            return held(job, options) if calls == 2 else real_stream(job, **options)  # type: ignore[arg-type]
+
+        async def held(job: object, options: dict[str, object]) -> AsyncIterator[object]:
+            second_part_ready.set()
+            await submit_second_part.wait()
+            async with contextlib.aclosing(real_stream(job, **options)) as frames:  # type: ignore[arg-type]
+                async for block in frames:
+                    yield block
+
+        monkeypatch.setattr(engine, "stream", stream)
+        long_text = "Hello there. How are you today? Fine."
+        async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
+            listener = asyncio.create_task(
+                client.post(SPEECH, json=speech(input=long_text, max_tokens=20, seed=3, stream_format="sse"))
+            )
+            await asyncio.wait_for(second_part_ready.wait(), 30)  # part 1 generated, its row gone
+            async with client.stream("POST", SPEECH, json=speech(max_tokens=60)) as newcomer:
+                assert newcomer.status_code == 200  # it holds the engine's only row now
+                refused = await client.post(SPEECH, json=speech())
+                submit_second_part.set()
+                await asyncio.sleep(0.2)  # the second part is submitted to the full engine now
+                await newcomer.aread()
+            response = await listener
+    assert_openai_error(refused, 429)
+    events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+    assert [e["type"] for e in events if e["type"] != "speech.audio.delta"] == ["speech.audio.done"], events[
+        -1
+    ]
+    assert events[-1]["usage"]["output_tokens"] > 20, "every part was spoken"
+    assert calls == 5  # the three parts, the newcomer and the request refused

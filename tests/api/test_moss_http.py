@@ -8,7 +8,8 @@ import base64
 import io
 import json
 import wave
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,18 @@ class Served:
     family: MossFamily
 
 
+def _serve(settings: Settings) -> AbstractAsyncContextManager[str]:
+    return serve_app(create_app(settings))
+
+
 async def serve_moss(
-    monkeypatch: pytest.MonkeyPatch, settings: Settings, max_positions: int = 4096
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Settings,
+    max_positions: int = 4096,
+    serve: Callable[[Settings], AbstractAsyncContextManager[str]] = _serve,
 ) -> AsyncIterator[Served]:
-    """The app with its ``moss`` family built on the stand-ins (``build_family`` patched for this test)."""
+    """The app with its ``moss`` family built on the stand-ins (``build_family`` patched for this test),
+    served by ``serve`` (uvicorn's defaults unless given)."""
     engine, prompter = FakeFrameEngine(), FakePrompter()
     built: list[MossFamily] = []
     real = engine_module.build_family
@@ -63,7 +72,7 @@ async def serve_moss(
         return family
 
     monkeypatch.setattr(engine_module, "build_family", build)
-    async with serve_app(create_app(settings)) as url:
+    async with serve(settings) as url:
         yield Served(url, engine, prompter, built[0])
     assert engine.closed and engine.open_rows == 0
 

@@ -17,7 +17,7 @@ from tests.speech_audio import wav_bytes
 
 
 class Blocking:
-    """A stand-in for ``load_reference`` that holds its thread until released."""
+    """A stand-in for ``load_references`` that holds its thread until released."""
 
     def __init__(self) -> None:
         self.release = threading.Event()
@@ -26,7 +26,7 @@ class Blocking:
         self.threads: set[str] = set()
         self._lock = threading.Lock()
 
-    def __call__(self, data: bytes, **kwargs: object) -> ReferenceAudio:
+    def __call__(self, data: bytes, *, rates: tuple[int, ...], **kwargs: object) -> dict[int, ReferenceAudio]:
         with self._lock:
             self.running += 1
             self.most = max(self.most, self.running)
@@ -34,13 +34,13 @@ class Blocking:
         self.release.wait(10)
         with self._lock:
             self.running -= 1
-        return ReferenceAudio(np.zeros(16000, dtype=np.float32), "x")
+        return {rate: ReferenceAudio(np.zeros(rate, dtype=np.float32), "x", rate) for rate in rates}
 
 
 @pytest.fixture
 def blocking(monkeypatch: pytest.MonkeyPatch) -> Blocking:
     stand_in = Blocking()
-    monkeypatch.setattr(decoder_pool, "load_reference", stand_in)
+    monkeypatch.setattr(decoder_pool, "load_references", stand_in)
     return stand_in
 
 
@@ -87,7 +87,7 @@ async def test_the_thread_is_the_slot_even_when_the_caller_leaves(blocking: Bloc
     decoder.close()
 
 
-async def test_real_decodes_run_and_refuse_like_load_reference() -> None:
+async def test_real_decodes_run_and_refuse_like_load_references() -> None:
     decoder = make()
     reference = await decoder.decode(wav_bytes(np.full(24000, 0.1), 16000), "audio_sample")
     assert reference.duration_s == pytest.approx(1.5)

@@ -27,11 +27,12 @@ class CountingEncoder:
         return [int(samples[0]), len(samples)]
 
 
+CODES = 65536  # the code range the cache checks
 AUDIO = {key: np.full(320, value, dtype=np.float32) for key, value in (("a", 1), ("b", 2), ("c", 3))}
 
 
 async def test_a_repeated_reference_is_encoded_once() -> None:
-    cache, encode = ReferenceCache(4), CountingEncoder()
+    cache, encode = ReferenceCache(4, code_values=CODES), CountingEncoder()
     first = await cache.get_or_encode("a", AUDIO["a"], encode)
     second = await cache.get_or_encode("a", AUDIO["a"], encode)
     assert first == second == [1, 320]
@@ -41,7 +42,7 @@ async def test_a_repeated_reference_is_encoded_once() -> None:
 
 
 async def test_least_recently_used_is_evicted() -> None:
-    cache, encode = ReferenceCache(2), CountingEncoder()
+    cache, encode = ReferenceCache(2, code_values=CODES), CountingEncoder()
     await cache.get_or_encode("a", AUDIO["a"], encode)
     await cache.get_or_encode("b", AUDIO["b"], encode)
     await cache.get_or_encode("a", AUDIO["a"], encode)  # a is now the most recent
@@ -54,14 +55,14 @@ async def test_least_recently_used_is_evicted() -> None:
 
 
 async def test_capacity_zero_caches_nothing() -> None:
-    cache, encode = ReferenceCache(0), CountingEncoder()
+    cache, encode = ReferenceCache(0, code_values=CODES), CountingEncoder()
     for _ in range(2):
         await cache.get_or_encode("a", AUDIO["a"], encode)
     assert encode.calls == 2 and len(cache) == 0
 
 
 async def test_concurrent_requests_share_one_encode_and_survive_a_cancel() -> None:
-    cache, encode = ReferenceCache(4), CountingEncoder()
+    cache, encode = ReferenceCache(4, code_values=CODES), CountingEncoder()
     encode.gate.clear()
     waiters = [asyncio.create_task(cache.get_or_encode("a", AUDIO["a"], encode)) for _ in range(3)]
     await asyncio.sleep(0.01)
@@ -74,7 +75,7 @@ async def test_concurrent_requests_share_one_encode_and_survive_a_cancel() -> No
 
 
 async def test_failures_are_not_cached() -> None:
-    cache, encode = ReferenceCache(4), CountingEncoder()
+    cache, encode = ReferenceCache(4, code_values=CODES), CountingEncoder()
     encode.fail = True
     with pytest.raises(RuntimeError):
         await cache.get_or_encode("a", AUDIO["a"], encode)

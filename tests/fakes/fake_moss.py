@@ -66,7 +66,7 @@ class FakeFrameEngine:
 
     block: int = 1
     delay_s: float = 0.0
-    full: bool = False  # refuse new rows with a 503
+    full: bool = False  # refuse new requests' rows with a 503 (a later part of one is taken)
     frames: int | None = None  # frames per job when set (else FRAMES_PER_ID per text_tail id)
     started: bool = False
     closed: bool = False
@@ -93,8 +93,8 @@ class FakeFrameEngine:
         rng = np.random.default_rng(job.sampling.seed or 0)
         return rng.integers(0, 1024, size=(count, 16), dtype=np.int64)
 
-    async def stream(self, job: FrameJob) -> AsyncGenerator[np.ndarray, None]:
-        if self.full:
+    async def stream(self, job: FrameJob, *, admitted: bool = False) -> AsyncGenerator[np.ndarray, None]:
+        if self.full and not admitted:
             raise Unavailable("every row is busy", code="engine_full")
         self.jobs.append(job)
         frames = self.frames_for(job)

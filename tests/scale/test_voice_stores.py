@@ -19,7 +19,7 @@ import redis
 
 from app.codec.reference_cache import ReferenceCache
 from app.codec.shared_codes import FileSharedCodes, RedisSharedCodes
-from app.core.errors import Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
+from app.core.errors import APIError, Conflict, Forbidden, InvalidRequest, NotFound, Unavailable
 from app.synthesis.registry import VoiceRegistry, VoiceStore
 from app.synthesis.voice_stores.file import FileVoiceStore
 from app.synthesis.voice_stores.redis import RedisVoiceStore
@@ -176,12 +176,12 @@ async def test_shared_reference_codes_spare_a_second_process_the_encode(
     def store() -> FileSharedCodes | RedisSharedCodes:
         if kind == "file":
             return FileSharedCodes(tmp_path / "refs", 4)
-        return RedisSharedCodes(REDIS_URL, request.getfixturevalue("redis_prefix") + "references:", 60)
+        return RedisSharedCodes(REDIS_URL, request.getfixturevalue("redis_prefix") + "references:", 60, 4)
 
     shared = [store() for _ in range(2)]
     for store in shared:
         await store.start()
-    one, two = (ReferenceCache(4, shared=store) for store in shared)
+    one, two = (ReferenceCache(4, shared=store, code_values=65536) for store in shared)
     samples = np.zeros(160, dtype=np.float32)
     assert await one.get_or_encode("ab" * 16, samples, encode) == [7, 8, 9]
     assert await two.get_or_encode("ab" * 16, samples, encode) == [7, 8, 9]
@@ -191,9 +191,9 @@ async def test_shared_reference_codes_spare_a_second_process_the_encode(
 
 
 async def test_shared_reference_codes_are_best_effort_when_redis_is_down() -> None:
-    store = RedisSharedCodes("redis://127.0.0.1:1/0", "x:", 60)
+    store = RedisSharedCodes("redis://127.0.0.1:1/0", "x:", 60, 4)
     await store.start()
-    cache = ReferenceCache(4, shared=store)
+    cache = ReferenceCache(4, shared=store, code_values=65536)
 
     async def encode(samples: np.ndarray) -> list[int]:
         return [1]
@@ -217,3 +217,49 @@ async def test_file_shared_codes_keep_the_most_recently_used(tmp_path: Path) -> 
     assert await shared.get("../../etc/passwd") is None  # only hex digests name files
     (tmp_path / f"{digests[2]}.codes").write_text("not json")
     assert await shared.get(digests[2]) is None
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [{"neucodec": [70_000, 1]}, {"neucodec": [-1]}, {"moss": []}, {}],
+    ids=["above_range", "negative", "empty", "no_family"],
+)
+async def test_a_voice_that_would_not_load_back_is_never_stored(
+    make_registry: Callable[[], VoiceRegistry], codes: dict[str, list[int]]
+) -> None:
+    """What is stored is exactly what loads: a record the loader would skip is refused before the store
+    sees it, so it neither takes its name nor counts against the limit."""
+    one, two = make_registry(), make_registry()
+    await one.start()
+    with pytest.raises(APIError) as info:
+        await one.add("broken", "hello", codes, None, now=5)
+    assert info.value.status == 500
+    await two.start()
+    assert await two.voices() == []
+    await add(one, "broken")  # the name is free
+    await add(one, "second")  # and both slots of the limit
+    assert [voice.name for voice in await two.voices()] == ["broken", "second"]
+
+
+async def test_redis_shared_codes_keep_the_most_recently_used_and_forget_the_old(redis_prefix: str) -> None:
+    """REFERENCE_CACHE_SIZE bounds Redis as it bounds files: least recently used out first; an entry not
+    used for SHARED_REFERENCE_TTL_S is gone."""
+    shared = RedisSharedCodes(REDIS_URL, redis_prefix + "references:", 0.5, capacity=2)
+    await shared.start()
+    digests = ["aa" * 16, "bb" * 16, "cc" * 16]
+    try:
+        await shared.put(digests[0], [1])
+        await shared.put(digests[1], [2])
+        await asyncio.sleep(0.01)
+        assert await shared.get(digests[0]) == [1]  # a hit makes it the most recently used
+        await shared.put(digests[2], [3])
+        assert [await shared.get(digest) for digest in digests] == [[1], None, [3]]
+        await asyncio.sleep(0.6)
+        assert await shared.get(digests[0]) is None
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            assert not list(client.scan_iter(match=redis_prefix + "references:*")), "nothing left behind"
+        finally:
+            client.close()
+    finally:
+        await shared.close()

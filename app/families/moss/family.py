@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ import numpy as np
 
 from app.audio.splice import width_samples
 from app.codec.reference_cache import ReferenceCache
-from app.core.errors import InvalidRequest, Unavailable
+from app.core.errors import InvalidAudio, InvalidRequest, Unavailable
 from app.core.family import Capabilities, ContextWindow, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
 from app.families.moss import history
 from app.families.moss.lm.stage import MossLM, load_lm
@@ -63,6 +64,8 @@ log = logging.getLogger(__name__)
 NAME = "moss"
 SAMPLE_RATE = 24_000
 FRAMES_PER_SECOND = 12.5
+MAX_FIRST_CHUNK_FRAMES = 64
+"""Largest first decode a request's ``playback_speed`` may ask for (5.12 s; MOSS_MAX_CHUNK_FRAMES' bound)."""
 MIN_ROOM_FRAMES = 13
 """Fewest frames (about 1 s) a prompt must leave in the backbone window to be worth generating."""
 SEED_SAMPLING = FrameSampling()
@@ -88,7 +91,7 @@ def load_codec(settings: MossSettings, device: torch.device) -> MossAudioCodec:
 def model_ids(settings: MossSettings) -> tuple[str, ...]:
     """MOSS_MODEL_NAME, and MOSS_TTS_MODEL too when it is a Hub id (a local path is no model name)."""
     ids = [settings.MOSS_MODEL_NAME]
-    if REPO_ID_RE.match(settings.MOSS_TTS_MODEL) and settings.MOSS_TTS_MODEL not in ids:
+    if REPO_ID_RE.fullmatch(settings.MOSS_TTS_MODEL) and settings.MOSS_TTS_MODEL not in ids:
         ids.append(settings.MOSS_TTS_MODEL)
     return tuple(ids)
 
@@ -130,7 +133,9 @@ class MossFamily:
         )
         self.schedule = ChunkSchedule(settings.MOSS_FIRST_CHUNK_FRAMES, settings.MOSS_MAX_CHUNK_FRAMES)
         self.shared_codes = shared_codes(settings)
-        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
+        self.references = ReferenceCache(
+            settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes, code_values=CODE_VALUES
+        )
         self.interleave = interleave
         self.metrics = metrics
         self.lm_loader = lm_loader
@@ -245,7 +250,7 @@ class MossFamily:
         try:
             codes = await codec.encode(samples)
         except ValueError as exc:  # audio the encoder cannot take (shorter than a frame)
-            raise InvalidRequest(f"reference audio: {exc}", param="reference_audio") from exc
+            raise InvalidAudio(f"the MOSS codec cannot encode the clip: {exc}") from exc
         return [int(code) for code in codes.reshape(-1)]
 
     async def plan(self, job: SpeechJob) -> MossUtterance:
@@ -261,7 +266,17 @@ class MossFamily:
         param = "reference_audio" if isinstance(job.voice, ReferenceVoice) else "input"
         parts, used = await asyncio.to_thread(self._fit, lm, job, reference, voice, stored, sampling, param)
         crossfade = width_samples(self.settings.LONG_INPUT_CROSSFADE_MS)
-        return MossUtterance(self, parts, job, voice, reference, used, crossfade)
+        return MossUtterance(self, parts, job, voice, reference, used, self._schedule(job), crossfade)
+
+    def _schedule(self, job: SpeechJob) -> ChunkSchedule:
+        """The decode sizes: the request's ``playback_speed`` (the first audio, in seconds) as 80 ms frames
+        when it set one (at most MAX_FIRST_CHUNK_FRAMES), else MOSS_FIRST_CHUNK_FRAMES; then doubling up to
+        MOSS_MAX_CHUNK_FRAMES (or the first, when larger)."""
+        asked = job.attributes.get("playback_speed")
+        if not isinstance(asked, int | float):
+            return self.schedule
+        first = min(MAX_FIRST_CHUNK_FRAMES, max(1, math.ceil(asked * FRAMES_PER_SECOND - 1e-6)))
+        return ChunkSchedule(first, max(first, self.schedule.largest))
 
     def _voice(self, voice: str | ReferenceVoice) -> tuple[np.ndarray | None, str | None]:
         """The voice prompt's codes ``(F, 16)`` (None for ``default``) and the built-in voice's name (None

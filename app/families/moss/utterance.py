@@ -37,9 +37,8 @@ if TYPE_CHECKING:
 
 
 class Backends(Protocol):
-    """What an utterance runs on (the family's): the LM stage and codec, the decode sizes, the store."""
+    """What an utterance runs on (the family's): the LM stage and codec, the store."""
 
-    schedule: ChunkSchedule
     interleave: Interleave
 
     def parts(self) -> tuple[MossLM, MossCodecService]: ...
@@ -57,7 +56,8 @@ class _Decoder:
     """A part's codec stream, opened with its first chunk: a request waiting for a row of the engine holds
     no decoder state (~180 MB in float32). The first part is refused (503, before any audio) when
     MOSS_CODEC_MAX_STREAMS are open; a later part, read ahead while the one before plays, waits for a
-    stream instead (that part's own stream ends at the latest), so a response never fails half-way."""
+    stream instead (that part's own stream ends at the latest), so a response never fails half-way. The
+    same holds for the frame engine's wait list: only the first part may be refused (429)."""
 
     def __init__(self, codec: MossCodecService, first: bool) -> None:
         self.codec = codec
@@ -86,9 +86,11 @@ class MossUtterance:
         voice: str | None,
         reference: np.ndarray | None,
         history_turns: Sequence[Turn],
+        schedule: ChunkSchedule,
         crossfade: int = 0,
     ) -> None:
         self.family = family
+        self.schedule = schedule  # decode sizes in frames
         self.parts = tuple(parts)
         self.request = request
         self.voice = voice  # the built-in voice (history is kept for built-in voices only)
@@ -200,10 +202,10 @@ class MossUtterance:
         extra: Attributes = {"tts.part": index} if len(self.parts) > 1 else {}
         made = self.made[index]
         try:
-            frames = lm.engine.stream(job)
+            frames = lm.engine.stream(job, admitted=index > 0)  # a later part waits: the response is on
             chunks = traced_stream(
                 start_span("tts.stream", self._attributes(job, extra)),
-                speak(frames, decoder, self.family.schedule, job.max_frames, stats, made, generated),
+                speak(frames, decoder, self.schedule, job.max_frames, stats, made, generated),
                 stats.span_attributes,
             )
             async for chunk in chunks:

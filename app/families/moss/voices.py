@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_VOICE = "default"
 """The voice with no voice prompt."""
-NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")  # matched whole (fullmatch)
 CODEBOOKS = 16
 
 Encode = Callable[[np.ndarray, str], Awaitable[list[int]]]
@@ -38,7 +38,7 @@ def clip_paths(directory: str) -> dict[str, Path]:
         raise ValueError(f"MOSS_VOICES_DIR={directory!r} is not a directory")
     clips: dict[str, Path] = {}
     for path in sorted(root.glob("*.wav")):
-        if not NAME_RE.match(path.stem) or path.stem == DEFAULT_VOICE:
+        if not NAME_RE.fullmatch(path.stem) or path.stem == DEFAULT_VOICE:
             log.warning("MOSS voice clip %s skipped: its name is not a usable voice name", path.name)
             continue
         clips[path.stem] = path

@@ -30,6 +30,7 @@ from app.families.neucodec.history.conversation import Conversations
 from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.families.neucodec.prompt import tts_prompt, vc_prompt
 from app.families.neucodec.settings import NeuCodecSettings
+from app.families.neucodec.speech_tokens import SPEECH_CODES
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
 from app.families.shared.lifecycle import Running, warm_post_stages
 from app.families.shared.long_input import Budget, cut_into_parts, part_seed
@@ -151,7 +152,9 @@ class NeuCodecFamily:
         )
         self.source = build_source(settings)
         self.shared_codes = shared_codes(settings)
-        self.references = ReferenceCache(settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes)
+        self.references = ReferenceCache(
+            settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes, code_values=SPEECH_CODES
+        )
         self.conversations = Conversations(settings, interleave)
         self.metrics = metrics
         self.codec: CodecWorker | None = None

@@ -20,7 +20,7 @@ DTYPES: dict[str, torch.dtype] = {
 }
 ATTENTIONS = ("sdpa", "eager", "sdpa_fp32")
 _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-_DEVICE_RE = re.compile(r"^(cpu|cuda|npu)(?::\d+)?$")
+_DEVICE_RE = re.compile(r"(cpu|cuda|npu)(?::\d+)?")
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class RunConfig:
     attention: str = "sdpa"
 
     def __post_init__(self) -> None:
-        if not _DEVICE_RE.match(self.device):
+        if not _DEVICE_RE.fullmatch(self.device):
             raise ValueError(f"unknown device {self.device!r}: use cpu, cuda[:N] or npu[:N]")
         if self.dtype not in DTYPES:
             raise ValueError(f"unknown dtype {self.dtype!r}: use one of {', '.join(DTYPES)}")

@@ -81,7 +81,7 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
     """The loop of the module docstring around an engine's model part.
 
     ``max_waiting`` bounds the requests that may wait for a row (None: unbounded); beyond it ``submit``
-    refuses new requests with 429, while a request submitted with ``follows`` (a later part of a response
+    refuses new requests with 429, while ``admitted`` work (a later part of a response
     already admitted) always waits its turn. ``device`` is the thread's current device; ``tensors`` where
     the step's inputs are made (the device of the model's weights; ``device`` unless given).
     """
@@ -143,15 +143,16 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         """True while the thread runs."""
         return self._thread is not None and self._thread.is_alive()
 
-    def submit(self, job: JobT, handoff: Handoff[Any], follows: bool = False) -> None:
+    def submit(self, job: JobT, handoff: Handoff[Any], admitted: bool = False) -> None:
         """Queue ``job``; Unavailable when the engine is not running, RateLimited (429) when
-        ``max_waiting`` requests already wait, unless it ``follows`` one already admitted."""
+        ``max_waiting`` requests already wait, unless it is ``admitted`` work (a later part of a response
+        already started)."""
         with self._lock:
             if self._closing.is_set() or self._thread is None:
                 raise Unavailable(f"the {self.name} engine is not running")
             if (
                 self.max_waiting is not None
-                and not follows
+                and not admitted
                 and self.pending + self.active >= self.max_rows + self.max_waiting
             ):
                 raise RateLimited(

@@ -117,8 +117,12 @@ async def test_an_engine_that_refuses_leaves_no_codec_stream(moss: Parts) -> Non
 async def test_an_engine_failure_mid_stream_is_an_error(moss: Parts) -> None:
     failing = moss.engine.stream
 
-    async def fails_after_a_frame(frame_job: FrameJob) -> AsyncGenerator[np.ndarray, None]:
-        async with contextlib.aclosing(failing(frame_job)) as inner:  # the row ends with the failure
+    async def fails_after_a_frame(
+        frame_job: FrameJob, admitted: bool = False
+    ) -> AsyncGenerator[np.ndarray, None]:
+        async with contextlib.aclosing(
+            failing(frame_job, admitted=admitted)
+        ) as inner:  # the row ends failing
             async for frames in inner:
                 yield frames
                 raise BackendError("the row failed")

@@ -55,7 +55,7 @@ def resolve_source(source: str) -> Path:
         return path
     if path.exists():
         raise CheckpointError(f"codec source {source!r} is a file; pass the directory that holds it")
-    if REPO_ID_RE.match(source):
+    if REPO_ID_RE.fullmatch(source):
         return download(source, HUB_PATTERNS)  # with progress, as every model source
     raise CheckpointError(f"codec source {source!r} is neither a directory nor a Hugging Face repo id")
 

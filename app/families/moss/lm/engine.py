@@ -141,13 +141,13 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
             ),
         }
 
-    async def stream(self, job: FrameJob, follows: bool = False) -> AsyncGenerator[np.ndarray, None]:
+    async def stream(self, job: FrameJob, *, admitted: bool = False) -> AsyncGenerator[np.ndarray, None]:
         """Frames (n, 16) int64 as they are made; ends at EOS or ``job.max_frames``. Closing the generator
-        removes the row within one step; this row's failure raises here. ``follows``: a later part of a
+        removes the row within one step; this row's failure raises here. ``admitted``: a later part of a
         response already admitted, which waits its turn rather than being refused."""
         self._check(job)
         handoff: Handoff[np.ndarray] = Handoff(asyncio.get_running_loop())
-        self.submit(job, handoff, follows)
+        self.submit(job, handoff, admitted)
         try:
             while True:
                 frames = await handoff.next_items()

@@ -45,9 +45,10 @@ class FrameEngine(Protocol):
 
     async def close(self) -> None: ...
 
-    def stream(self, job: FrameJob) -> AsyncGenerator[np.ndarray, None]:
+    def stream(self, job: FrameJob, *, admitted: bool = False) -> AsyncGenerator[np.ndarray, None]:
         """int64 frames ``(n, 16)``, n >= 1, as they are made; at most ``job.max_frames`` in all; closing
-        it removes the job from the batch."""
+        it removes the job from the batch. Only a new request (not ``admitted``: a long input's later
+        part is) may be refused for a full engine."""
         ...
 
     def ready(self) -> bool: ...

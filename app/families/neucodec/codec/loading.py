@@ -79,7 +79,7 @@ def _resolve_source(source: str, files: tuple[str, ...]) -> Path:
         return path
     if path.exists():
         raise CheckpointError(f"codec source {source!r} is a file; pass the directory that holds it")
-    if REPO_ID_RE.match(source):
+    if REPO_ID_RE.fullmatch(source):
         return download(source, files)
     raise CheckpointError(f"codec source {source!r} is neither a directory nor a Hugging Face repo id")
 
