@@ -17,16 +17,16 @@ from app.core.errors import InvalidRequest, ValidationFailed
 from app.core.family import ModelFamily, ReferenceVoice, Sampling, SpeechJob
 from app.core.settings import ServerSettings
 from app.core.types import Attributes, Language, NormalizerMode, ResponseFormat
-from app.interleave.ids import HEADER as INTERLEAVE_HEADER
 from app.families.shared.long_input import part_seed
+from app.interleave.ids import HEADER as INTERLEAVE_HEADER
 from app.interleave.ids import header_echo
 from app.observability.tracing import span
 from app.synthesis.engine import Engine
 from app.synthesis.registry import RegisteredVoice
 from app.text.clean import clean_text
 from app.text.normalizer import NormalizeResult
-from app.text.speech_plan import SpokenPlan
 from app.text.speakable import require_speakable
+from app.text.speech_plan import SpokenPlan
 
 T = TypeVar("T")
 

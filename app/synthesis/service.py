@@ -39,9 +39,9 @@ from app.synthesis.planning import (
     speech_text,
 )
 from app.synthesis.references import read_upload
+from app.synthesis.registry import RegisteredVoice
 from app.synthesis.segments import plan_utterance
 from app.synthesis.spoken import spoken_plan, voice_lexicons
-from app.synthesis.registry import RegisteredVoice
 
 T = TypeVar("T")
 

@@ -12,15 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from app.core.settings import ServerSettings
 from app.core.family import ModelFamily
+from app.core.settings import ServerSettings
 from app.core.types import Language, NormalizerMode
-from app.text.clean import clean_text
 from app.synthesis.engine import Engine
 from app.synthesis.planning import TextFields, normalize_text
+from app.text.clean import clean_text
 from app.text.speech_plan import SpokenPlan, plan_input
 from app.text.ssml import SsmlLimits
-
 
 
 @dataclass(frozen=True)
@@ -91,5 +90,3 @@ async def spoken_plan(
         param=param,
     )
     return planned
-
-
