@@ -159,6 +159,8 @@ class MossTextStream:
         finally:
             with anyio.CancelScope(shield=True):
                 await chunks.aclose()
+            if self.feed is not None:
+                stats.parked_s = self.feed.parked_s
         for timing in self.timings(stats.codes):
             yield timing
 

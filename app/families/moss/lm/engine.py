@@ -190,7 +190,10 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
 
     def can_step(self, row: FrameRow) -> bool:
         """False while a streamed text has not brought the id the row's next step needs (it parks)."""
-        return row.text_at(row.frames - 1, self.loaded.ids.text_pad) is not None
+        ready = row.text_at(row.frames - 1, self.loaded.ids.text_pad) is not None
+        if row.job.feed is not None:
+            row.job.feed.waiting(not ready)
+        return ready
 
     def forward(
         self,

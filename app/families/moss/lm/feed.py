@@ -9,6 +9,7 @@ parks). Every change wakes the engine (``bind``), so a parked row resumes within
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 
@@ -20,6 +21,8 @@ class TextFeed:
         self._ids: list[int] = list(ids)
         self._ended = False
         self._wake: Callable[[], None] = lambda: None
+        self.parked_s = 0.0  # time the generation waited for an id (the engine thread adds it up)
+        self._waiting_since: float | None = None
 
     def bind(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` after each change from now on (the engine that runs this feed)."""
@@ -59,3 +62,12 @@ class TextFeed:
             if index < len(self._ids):
                 return self._ids[index]
             return pad if self._ended else None
+
+    def waiting(self, waits: bool) -> None:
+        """The engine thread's record of a wait for an id (``waits``) or of its end: ``parked_s``."""
+        now = time.monotonic()
+        if waits and self._waiting_since is None:
+            self._waiting_since = now
+        elif not waits and self._waiting_since is not None:
+            self.parked_s += now - self._waiting_since
+            self._waiting_since = None
