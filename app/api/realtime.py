@@ -214,7 +214,7 @@ async def realtime_websocket(ws: WebSocket) -> None:
 
     async def loop(connection: Connection, session: Session) -> None:
         face = faces[id(connection)]
-        await face._json(
+        await face.send(
             {"type": "session.created", "session_id": session.id, "session": face.defaults.model_dump()}
         )
         while True:

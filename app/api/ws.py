@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
@@ -97,7 +97,7 @@ class Connection:
 
 
 Write = Callable[[Event], Awaitable[None]]
-Face = Callable[[Connection, Session], Awaitable[None]]
+Face = Callable[[Connection, Session], Coroutine[Any, Any, None]]
 """A protocol's message loop over an accepted connection and its session."""
 
 

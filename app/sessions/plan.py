@@ -11,7 +11,7 @@ from app.audio.raw import MAX_RATE, MIN_RATE, RAW_ENCODINGS
 from app.core.constants import SAMPLE_RATE
 from app.core.errors import InvalidRequest
 from app.core.family import ModelFamily, Sampling, StreamJob
-from app.core.types import Language, NormalizerMode
+from app.core.types import Attributes, Language, NormalizerMode
 from app.synthesis.engine import Engine
 from app.synthesis.planning import given, resolve_voice
 from app.synthesis.spoken import voice_lexicons
@@ -111,7 +111,12 @@ async def plan_context(engine: Engine, request: ContextRequest, conversation: st
     )
     keeps_history = family.capabilities.multi_turn and isinstance(voice, str) and engine.interleave.enabled
     encoding = "pcm_s16le" if request.encoding == "pcm" and rate != SAMPLE_RATE else request.encoding
-    attributes = {"realtime": True, "response_format": encoding, "sample_rate": rate, "speaking_rate": speed}
+    attributes: Attributes = {
+        "realtime": True,
+        "response_format": encoding,
+        "sample_rate": rate,
+        "speaking_rate": speed,
+    }
     job = StreamJob(
         model=request.model or family.model_ids()[0],
         voice=voice,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import numpy as np
@@ -26,12 +26,15 @@ import numpy as np
 from app.audio.stitcher import StitchSchedule
 from app.core.family import SpeechJob, SpokenPiece, StreamItem, StreamJob
 from app.core.stats import UtteranceStats
-from app.families.neucodec.utterance import NeuCodecUtterance
+from app.families.neucodec.utterance import Backends, NeuCodecUtterance, PlannedPart
 from app.families.shared.parts import Part, play_parts
 from app.families.shared.segmented import Segments, SegmentTimer
 
-if TYPE_CHECKING:
-    from app.families.neucodec.family import NeuCodecFamily
+
+class StreamBackends(Backends, Protocol):
+    """What a stream runs on (the family's): an utterance's backends and the planning of a segment."""
+
+    def segment_part(self, job: SpeechJob, text: str, index: int) -> PlannedPart: ...
 
 
 class NeuCodecStream(NeuCodecUtterance):
@@ -39,7 +42,7 @@ class NeuCodecStream(NeuCodecUtterance):
 
     def __init__(
         self,
-        family: NeuCodecFamily,
+        family: StreamBackends,
         job: StreamJob,
         schedule: StitchSchedule,
         crossfade: int,

@@ -213,9 +213,9 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         text_pad = self.loaded.ids.text_pad
         texts = []
         for row in rows:
-            text = row.text_at(row.frames - 1, text_pad)  # beside the frame fed now
-            assert text is not None  # a row whose text has not come is parked, not stepped
-            texts.append(text)
+            beside = row.text_at(row.frames - 1, text_pad)  # the text id beside the frame fed now
+            assert beside is not None  # a row whose text has not come is parked, not stepped
+            texts.append(beside)
         audio = torch.stack([row.history[row.frames - 1] for row in rows])
         text = torch.tensor(texts, dtype=torch.long, device=self._tensors)
         return torch.cat([text[:, None], audio], dim=1)[:, None]

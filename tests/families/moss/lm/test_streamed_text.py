@@ -93,7 +93,9 @@ async def test_frames_do_not_depend_on_how_the_ids_arrive(
         await engine.close()
 
 
-async def test_eight_streamed_turns_batched_equal_each_alone(loaded: LoadedMoss, prompter: MossPrompter) -> None:
+async def test_eight_streamed_turns_batched_equal_each_alone(
+    loaded: LoadedMoss, prompter: MossPrompter
+) -> None:
     texts = [f"Turn number {n} says something of its own, word by word." for n in range(8)]
     samplings = [FrameSampling(seed=n, temperature=0.9) if n % 2 else GREEDY for n in range(8)]
     ids = [list(prompter.text_ids(text)) for text in texts]
