@@ -121,9 +121,10 @@ class SegmentTimer:
         self.ready: list[WordTiming] = []
 
     def done(self, index: int, written: str, samples: int) -> None:
-        """Segment ``index`` played ``samples`` samples: its words' timings are ready."""
-        start = max(0, self.at - (self.crossfade if index else 0))
-        self.at = start + samples
+        """Segment ``index`` played ``samples`` samples: its words' timings are ready (from where the words
+        before them end: the crossfade's overlap goes to this segment)."""
+        start = self.at
+        self.at = max(start, self.at - (self.crossfade if index else 0) + samples)
         self.ready += spread(written_words(written), start / SAMPLE_RATE, self.at / SAMPLE_RATE)
 
     def take(self) -> list[WordTiming]:
