@@ -198,7 +198,7 @@ async def _loop(connection: Connection, session: Session) -> None:
             await connection.send(json.dumps(_error(None, exc)))
         except APIError as exc:
             if context_id is not None and (context := session.open_context(context_id)) is not None:
-                await context.cancel()  # a context that got a bad message fails; the others go on
+                await context.cancel("error")  # a context that got a bad message fails; the others go on
             await connection.send(json.dumps(_error(context_id, exc)))
 
 

@@ -238,7 +238,7 @@ async def realtime_websocket(ws: WebSocket) -> None:
                 await face.error(None, exc)
             except APIError as exc:
                 if context_id is not None and (context := session.open_context(context_id)) is not None:
-                    await context.cancel()
+                    await context.cancel("error")
                 await face.error(context_id, exc)
 
     async def refuse(connection: Connection, error: APIError) -> None:

@@ -150,11 +150,12 @@ class Context:
             self.input_end = time.monotonic()
             self._inbox.put_nowait(_End())
 
-    async def cancel(self) -> None:
-        """Stop the turn now (barge-in, the client left): everything it holds is released."""
+    async def cancel(self, outcome: str = "cancelled") -> None:
+        """Stop the turn now (barge-in, the client left; ``outcome`` "error": it got a message it cannot
+        take): everything it holds is released."""
         if self._task is not None and not self._task.done():
             if self.outcome is None:
-                self.outcome = "cancelled"
+                self.outcome = outcome
             self._task.cancel()
             with anyio.CancelScope(shield=True):
                 await asyncio.gather(self._task, return_exceptions=True)

@@ -18,7 +18,7 @@ with its name. Hence:
   letters only (no digit, symbol or dot), the second one complete (whitespace after it), so neither can
   belong to a number, a unit or an abbreviation; between two CJK ideographs likewise;
 - a piece that reaches ``max_chars`` without any of these is cut at its last whitespace (or, with
-  none, where it is): text no normalizer reads as one thing anyway.
+  none, at ``max_chars``): text no normalizer reads as one thing anyway.
 
 Whitespace between pieces is not part of either; ``Piece.spaced`` says whether there was some (so the
 pieces' normalized texts join with a space, or without one between CJK pieces).
@@ -166,7 +166,7 @@ class StreamSplitter:
             if end >= self.max_chars:
                 if last_space is not None:
                     return last_space[0], last_space[1], "word"
-                return end, end, "word"
+                return self.max_chars, self.max_chars, "word"
         return None
 
     def _cjk_cut(self, tokens: list[tuple[int, int, str]], i: int) -> tuple[int, int, Kind] | None:

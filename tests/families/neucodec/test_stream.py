@@ -5,6 +5,7 @@ audio equals the long-input path's for the same segments and seeds, and so do th
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import numpy as np
 
@@ -15,8 +16,8 @@ from app.core.stats import UtteranceStats
 from app.families.neucodec.utterance import NeuCodecUtterance
 from app.text.stream_split import StreamSplitter
 from tests.conftest import make_settings
-from tests.families.shared.test_long_input import family_on, fake_vllm  # noqa: F401 (a fixture)
 from tests.fakes.fake_vllm import FakeVLLM
+from tests.families.shared.test_long_input import fake_vllm, family_on  # noqa: F401 (a fixture)
 
 TEXT = (
     "Thanks for waiting, I found your order. It shipped on Monday; the courier says it arrives "
@@ -74,4 +75,4 @@ async def test_a_context_speaks_as_the_long_input_of_its_segments(fake_vllm: Fak
     words = [item for item in items if isinstance(item, WordTiming)]
     assert [w.word for w in words] == TEXT.split()
     assert words[0].start == 0 and words[-1].end == round(len(streamed) / SAMPLE_RATE, 4)
-    assert all(a.end <= b.start + 1e-4 for a, b in zip(words, words[1:], strict=False))
+    assert all(a.end <= b.start + 1e-4 for a, b in itertools.pairwise(words))
