@@ -4,7 +4,8 @@ Whenever a connection is waiting for the headers of a request (it has just opene
 response has completed), a timer runs for ``header_timeout_s``. A request whose headers complete in
 time stops it; otherwise the connection is answered 408 (when it had sent part of a request) and
 closed, so a client that trickles its headers never holds a connection, a task or a socket for long.
-The body has its own timeout, in the app (``app.api.body_timeout``).
+The body has its own timeout, in the app (``app.api.body_timeout``). A connection upgraded to a
+WebSocket leaves the protocol: its timer stops (a realtime session has timeouts of its own).
 
 ``header_timeout_protocol`` returns a picklable factory for ``uvicorn.Config(http=...)`` (worker
 processes receive the config by pickling), built on httptools when it is installed, as uvicorn's
@@ -92,6 +93,10 @@ def _with_deadline(base: type[asyncio.Protocol], name: str) -> Callable[..., asy
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self, *args: Any) -> None:
+            self._disarm()  # the connection is a WebSocket's from here on: no more request headers
+            super().handle_websocket_upgrade(*args)
 
     Protocol.__name__ = Protocol.__qualname__ = name
     return Protocol

@@ -81,3 +81,14 @@ async def served(
 ) -> AsyncIterator[Served]:
     async for app in serve_both(tiny_codec_dir, tiny_moss_codec_dir, moss_tts_dir, tmp_path):
         yield app
+
+
+@pytest.fixture
+async def fake_vllm() -> AsyncIterator[FakeVLLM]:
+    """A fake vLLM (random codes per prompt and seed) on a free port."""
+    vllm = FakeVLLM(Script(codes=None, tokens_per_event=8))
+    await vllm.start()
+    try:
+        yield vllm
+    finally:
+        await vllm.stop()
