@@ -2,7 +2,7 @@
 
     python -m bench.realtime_bench --url http://127.0.0.1:9091 [--model tts-1] [--voice husein]
         [--sessions 1,8,16] [--tokens-per-s 30] [--modes realtime,whole,sentences]
-        [--max-tokens N] [--chars N] [--out NAME.json]
+        [--max-tokens N] [--chars N] [--first-sentence] [--out NAME.json]
 
 Each session is one agent reply (``REPLIES``, cycled), cut into LLM tokens (words, long words in pieces
 of four characters, as BPE tokens run) and written at ``--tokens-per-s``; ``--sessions N`` runs N replies
@@ -64,8 +64,11 @@ def llm_tokens(text: str) -> list[str]:
     return tokens
 
 
-def reply(text: str, chars: int) -> str:
-    """``text``, or its first whole words within ``chars`` characters (0: all of it)."""
+def reply(text: str, chars: int, first_sentence: bool = False) -> str:
+    """``text`` (its first sentence only, with ``first_sentence``), or its first whole words within
+    ``chars`` characters (0: all of it)."""
+    if first_sentence:
+        text = sentences(text)[0]
     if not chars or len(text) <= chars:
         return text
     return text[: text.rfind(" ", 0, chars + 1)].rstrip(",;") + "."
@@ -225,11 +228,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "tokens_per_s": args.tokens_per_s,
         "max_tokens": args.max_tokens or None,
         "chars": args.chars or None,
+        "first_sentence": args.first_sentence,
         "runs": [],
     }
     for count in args.sessions:
         for mode in args.modes:
-            texts = [reply(REPLIES[i % len(REPLIES)], args.chars) for i in range(count)]
+            texts = [reply(REPLIES[i % len(REPLIES)], args.chars, args.first_sentence) for i in range(count)]
             sessions = await asyncio.gather(*(MODES[mode](args, text, i) for i, text in enumerate(texts)))
             results = [s.report() for s in sessions]
             good = [r for r in results if "first_audio_s" in r]
@@ -275,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--chars", type=int, default=0, help="cut each reply to its first words within this many"
     )
+    parser.add_argument("--first-sentence", action="store_true", help="each reply's first sentence only")
     parser.add_argument("--out", default="")
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))

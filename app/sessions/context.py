@@ -301,6 +301,7 @@ class Context:
         audio_s = self.stats.samples / SAMPLE_RATE / self.plan.post.speaking_rate
         return {
             "input_characters": self.chars,
+            "prompt_tokens": self.stats.prompt_tokens or 0,
             "output_tokens": self.stats.codes,
             "audio_seconds": round(audio_s, 3),
             "parked_seconds": round(self.stats.parked_s, 3),

@@ -25,7 +25,8 @@ async def test_the_tone_family_speaks_a_realtime_turn_under_the_header_timeout(
     engine, _ = tone_engine(settings)
     app = create_app(settings, engine=engine)
     async with serve_app(app, http=header_timeout_protocol(0.3)) as url:
-        async with websockets.connect(url.replace("http", "ws", 1) + PATH) as ws:
+        ws = await websockets.connect(url.replace("http", "ws", 1) + PATH)
+        try:
             client = Client(ws)
             options = {"model": MODEL, "response_format": "pcm", "timestamps": True}
             await client.send(type="context.create", context_id="t", options=options)
@@ -34,6 +35,8 @@ async def test_the_tone_family_speaks_a_realtime_turn_under_the_header_timeout(
             await client.send(type="input.text", context_id="t", seq=1, text="And a second one.")
             await client.send(type="input.done", context_id="t")
             turn = await client.until("t", "context.done", "error")
+        finally:
+            await ws.close()
     assert turn.of("context.done") and turn.audio
     words = [w["word"] for event in turn.of("word.timestamps") for w in event["words"]]
     assert words == ["One", "sentence", "first.", "And", "a", "second", "one."]

@@ -38,6 +38,7 @@ async def test_every_mode_reports(served: Served, model: str, voice: str) -> Non
         tokens_per_s=400.0,
         max_tokens=0,
         chars=0,
+        first_sentence=False,
     )
     report = await run(args)
     assert [(r["mode"], r["sessions"]) for r in report["runs"]] == [

@@ -269,3 +269,23 @@ async def test_the_asyncapi_document_is_served_and_names_every_message(served: S
         messages
     )
     assert document["channels"]["realtime"]["address"] == PATH
+
+
+async def test_the_turns_of_a_connection_are_one_conversation(served: Served) -> None:
+    interleave = served.app.state.engine.interleave
+    async with await connect(served) as ws:
+        client = Client(ws)
+        first = await speak(client, "m1", "The first turn.", 5, moss_options(GREEDY))
+        second = await speak(client, "m2", "The second turn.", 5, moss_options(GREEDY))
+        n1 = await speak(client, "n1", "Hello there.", 5, {"voice": "husein"})
+        n2 = await speak(client, "n2", "Again here.", 5, {"voice": "husein"})
+    usage = [turn.of("context.done")[0]["usage"] for turn in (first, second)]
+    assert usage[1]["prompt_tokens"] > usage[0]["prompt_tokens"] + usage[0]["output_tokens"]  # history
+    prompts = [request.body["prompt"] for request in served.vllm.requests]
+    assert "Hello there." in prompts[-1] and "Again here." in prompts[-1]  # the turn before, as context
+    assert n1.of("context.done") and n2.of("context.done")
+    for _ in range(100):  # the connection's conversation is dropped when it closes
+        if not interleave.store._entries:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.02)
+    assert not interleave.store._entries  # type: ignore[attr-defined]
