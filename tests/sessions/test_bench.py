@@ -33,7 +33,7 @@ async def test_every_mode_reports(served: Served, model: str, voice: str) -> Non
         url=served.url,
         model=model,
         voice=voice,
-        sessions=[1, 2],
+        sessions=[2],
         modes=["realtime", "whole", "sentences"],
         tokens_per_s=400.0,
         max_tokens=0,

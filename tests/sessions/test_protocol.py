@@ -11,6 +11,7 @@ import base64
 import itertools
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ import pytest
 import websockets
 
 from app.api.asyncapi import DOCUMENT
+from app.families.moss.lm.types import AUDIO_EOS
 from tests.sessions.conftest import MOSS, Served
 
 PATH = "/v1/audio/speech/realtime"
@@ -264,6 +266,8 @@ async def test_the_asyncapi_document_is_served_and_names_every_message(served: S
     async with httpx.AsyncClient(base_url=served.url) as http:
         document = (await http.get(PATH + "/asyncapi.json")).json()
     assert document == json.loads(json.dumps(DOCUMENT))
+    pinned = json.loads((Path(__file__).parent / "asyncapi_snapshot.json").read_text())
+    assert document == pinned, "the realtime protocol changed: update tests/sessions/asyncapi_snapshot.json"
     messages = document["channels"]["realtime"]["messages"]
     assert {"client.input.text", "client.input.done", "client.context.cancel", "server.audio.delta"} <= set(
         messages
@@ -271,8 +275,20 @@ async def test_the_asyncapi_document_is_served_and_names_every_message(served: S
     assert document["channels"]["realtime"]["address"] == PATH
 
 
-async def test_the_turns_of_a_connection_are_one_conversation(served: Served) -> None:
+async def test_the_turns_of_a_connection_are_one_conversation(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
     interleave = served.app.state.engine.interleave
+    engine = served.moss.lm.engine  # type: ignore[union-attr]
+    deliver = engine._deliver
+
+    def stops_after_eight(row: Any, frame: Any, host: np.ndarray) -> bool:
+        if row.frames >= 8:  # a model that ends its turn (random weights rarely sample EOS)
+            host = host.copy()
+            host[0] = AUDIO_EOS
+        return bool(deliver(row, frame, host))
+
+    monkeypatch.setattr(engine, "_deliver", stops_after_eight)
     async with await connect(served) as ws:
         client = Client(ws)
         first = await speak(client, "m1", "The first turn.", 5, moss_options(GREEDY))
@@ -280,7 +296,8 @@ async def test_the_turns_of_a_connection_are_one_conversation(served: Served) ->
         n1 = await speak(client, "n1", "Hello there.", 5, {"voice": "husein"})
         n2 = await speak(client, "n2", "Again here.", 5, {"voice": "husein"})
     usage = [turn.of("context.done")[0]["usage"] for turn in (first, second)]
-    assert usage[1]["prompt_tokens"] > usage[0]["prompt_tokens"] + usage[0]["output_tokens"]  # history
+    assert usage[0]["output_tokens"] == 8
+    assert usage[1]["prompt_tokens"] > usage[0]["prompt_tokens"] + 8  # the first turn is its history
     prompts = [request.body["prompt"] for request in served.vllm.requests]
     assert "Hello there." in prompts[-1] and "Again here." in prompts[-1]  # the turn before, as context
     assert n1.of("context.done") and n2.of("context.done")

@@ -2,7 +2,7 @@
 
 The turn's normalized pieces are joined as the whole text would be (one space where the client's text
 had whitespace) and tokenized incrementally (``lm.stream_tokens``: the ids of the whole text, each
-emitted once no later piece can change it). The generation starts as soon as ``DELAY`` (12) ids are
+emitted once no later piece can change it; a flush emits what is held back, so the text is cut there). The generation starts as soon as ``DELAY`` (12) ids are
 there, or the text has ended with fewer: its prefill is exactly the one the whole text would have (the
 system block, the history, the assistant prefix and the first ``min(n, 12)`` ids), and every further
 id goes into its ``TextFeed``. Step ``k`` feeds id ``P + k - 1``; when that id has not come yet the
@@ -99,6 +99,8 @@ class MossTextStream:
         self.text += text
         self.pieces.append(_Written(piece.written, len(self.text)))
         self._add(self.tokens.push(text))
+        if piece.kind == "end":  # a flush (or the end): what is held back is spoken now
+            self._add(self.tokens.end())
 
     def end(self) -> None:
         if self.ended:

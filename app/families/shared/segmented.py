@@ -4,7 +4,7 @@ the segment grouping and word timings every family's stream uses.
 **Segments.** The pieces of a streamed text (``app.text.stream_split``, normalized by the session) are
 grouped into segments: a segment closes at a sentence end, at a clause end when it is the turn's first
 (so the first audio does not wait for a whole sentence) or has ``min_chars`` characters, once it
-reaches ``max_chars``, and at the end of the text. ``Segments`` is the growing part source of
+reaches ``max_chars``, and at a flush and the end of the text. ``Segments`` is the growing part source of
 ``play_parts``: each segment is generated as soon as it is complete (while the one before plays, as a
 long input's parts are) and joined to the one before with the long-input crossfade.
 
@@ -74,7 +74,7 @@ class Segments:
         length = sum(len(text) for text in self._spoken)
         first = not self.texts
         if (
-            piece.kind == "sentence"
+            piece.kind in ("sentence", "end")  # "end": the text's end, or a flush
             or (piece.kind == "clause" and (first or length >= self.min_chars))
             or length >= self.max_chars
         ):
