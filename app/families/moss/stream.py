@@ -2,8 +2,8 @@
 
 The turn's normalized pieces are joined as the whole text would be (one space where the client's text
 had whitespace) and tokenized incrementally (``lm.stream_tokens``: the ids of the whole text, each
-emitted once no later piece can change it; a flush emits what is held back, so the text is cut there). The generation starts as soon as ``DELAY`` (12) ids are
-there, or the text has ended with fewer: its prefill is exactly the one the whole text would have (the
+emitted once no later piece can change it; a flush emits what is held back, so the text is cut
+there). The generation starts as soon as ``DELAY`` (12) ids are there, or the text has ended with fewer: its prefill is exactly the one the whole text would have (the
 system block, the history, the assistant prefix and the first ``min(n, 12)`` ids), and every further
 id goes into its ``TextFeed``. Step ``k`` feeds id ``P + k - 1``; when that id has not come yet the
 row parks in the frame engine (no steps, no audio, its cache kept, the other rows unslowed) and
