@@ -2,14 +2,15 @@
 
 The turn's normalized pieces are joined as the whole text would be (one space where the client's text
 had whitespace) and tokenized incrementally (``lm.stream_tokens``: the ids of the whole text, each
-emitted once no later piece can change it; a flush emits what is held back, so the text is cut
-there). The generation starts as soon as ``DELAY`` (12) ids are there, or the text has ended with fewer: its prefill is exactly the one the whole text would have (the
-system block, the history, the assistant prefix and the first ``min(n, 12)`` ids), and every further
-id goes into its ``TextFeed``. Step ``k`` feeds id ``P + k - 1``; when that id has not come yet the
-row parks in the frame engine (no steps, no audio, its cache kept, the other rows unslowed) and
-resumes on the next piece; once the text has ended the steps feed the text pad until EOS. So the
-frames depend on the text alone, not on how it was delivered (tested: deltas of 1, 3 and 17 characters,
-a starved turn, 8 turns batched, all equal to the text pushed whole).
+emitted once no later piece can change it; a flush emits what is held back, so the text is cut there).
+The generation starts as soon as ``DELAY`` (12) ids are there, or the text has ended with fewer: its
+prefill is exactly the one the whole text would have (the system block, the history, the assistant
+prefix and the first ``min(n, 12)`` ids), and every further id goes into its ``TextFeed``. Step ``k``
+feeds id ``P + k - 1``; when that id has not come yet the row parks in the frame engine (no steps, no
+audio, its cache kept, the other rows unslowed) and resumes on the next piece; once the text has ended
+the steps feed the text pad until EOS. So the frames depend on the text alone, not on how it was
+delivered (tested: deltas of 1, 3 and 17 characters, a starved turn, 8 turns batched, all equal to the
+text pushed whole).
 
 The frames run through a codec stream of their own as in ``MossUtterance`` (which this wraps), and the
 finished turn is stored in the session's conversation as any MOSS turn is (built-in voices), so the
