@@ -28,6 +28,8 @@ CARTESIA_BYTES = "/tts/bytes"
 REALTIME_ASYNCAPI = "/v1/audio/speech/realtime/asyncapi.json"
 API_PREFIX = "/v1"
 KEYED_PATHS = (CARTESIA_WEBSOCKET, CARTESIA_BYTES)
+REALTIME_PATHS = frozenset({REALTIME, CARTESIA_WEBSOCKET})
+"""The realtime WebSockets (counted by their path also when refused before routing)."""
 """Routes outside ``/v1`` that need an API key all the same."""
 
 SYNTHESIS_PATHS = frozenset({SPEECH, VC, CARTESIA_BYTES})

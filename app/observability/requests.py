@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.constants import SAMPLE_RATE
 from app.core.errors import APIError
-from app.core.routes import SYNTHESIS_PATHS
+from app.core.routes import REALTIME_PATHS, SYNTHESIS_PATHS
 from app.core.stats import UtteranceStats
 from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing, bind_request_trace_id, unbind_request
@@ -165,7 +165,7 @@ class RequestMiddleware:
         duration = time.perf_counter() - record.started
         route = getattr(scope.get("route"), "path", None)
         if route is None:  # refused before routing (401, 429): only fixed paths keep their name
-            route = record.path if record.path in SYNTHESIS_PATHS else "unmatched"
+            route = record.path if record.path in SYNTHESIS_PATHS | REALTIME_PATHS else "unmatched"
         status = record.status if record.status is not None else 500
         kind = error_kind(record.status, failure, record)
         m = self.metrics

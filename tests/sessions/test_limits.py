@@ -43,6 +43,8 @@ async def test_keys_are_needed_and_taken_as_cartesia_clients_send_them(limited: 
         async with websockets.connect(url):
             pass
     assert refused.value.response.status_code == 403
+    refusals = 'tts_http_requests_total{method="WS",route="/v1/audio/speech/realtime",status="403"}'
+    assert await limited.metric(refusals) == 1  # a WebSocket is counted as HTTP requests are
     for headers, query in (
         ({"X-API-Key": KEY}, ""),
         ({"Authorization": f"Bearer {KEY}"}, ""),
