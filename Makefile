@@ -21,10 +21,11 @@ FIXTURE_WRITERS := $(wildcard app/tools/fixtures/*.py app/lm/byte_tokenizer.py a
 .PHONY: install system-deps serve demo test lint fixtures bench-codec bench-stitch bench-audio bench-normalizer \
 	bench-demo bench-soak bench-server-speed bench-moss-codec bench-moss-lm bench-moss-server gradio clean
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gradio.txt requirements-clients.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) $(TORCH_SPEC)
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	$(VENV)/bin/pip install -q --no-deps -r requirements-clients.txt
 	touch $@
 
 install: $(VENV)/.installed

@@ -62,7 +62,7 @@ def server_options(settings: ServerSettings) -> dict[str, Any]:
     }
 
 
-def connection_limits(settings: Settings) -> ConnectionLimits:
+def connection_limits(settings: ServerSettings) -> ConnectionLimits:
     """The per-connection limits of the server's protocol (``app.api.connection``)."""
     return ConnectionLimits(
         header_timeout_s=settings.HEADER_READ_TIMEOUT_S,

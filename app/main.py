@@ -14,7 +14,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.api import catalog, health, interleave, lexicons, normalize, ops, speech, vc, voices
+from app.api import (
+    cartesia,
+    catalog,
+    health,
+    interleave,
+    lexicons,
+    normalize,
+    ops,
+    realtime,
+    speech,
+    vc,
+    voices,
+)
 from app.api.admission import Admission, AdmissionMiddleware
 from app.api.auth import ApiKeys, AuthMiddleware
 from app.api.docs_pages import install_docs
@@ -30,6 +42,7 @@ from app.core.settings import ServerSettings
 from app.observability.metrics import Metrics
 from app.observability.requests import RequestMiddleware
 from app.observability.tracing import Tracing
+from app.sessions.session import SessionLimits, Sessions
 from app.synthesis.engine import Engine
 from app.synthesis.service import SpeechService
 
@@ -86,6 +99,11 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     admission = Admission(
         settings.MAX_CONCURRENT_STREAMS, settings.MAX_QUEUED_STREAMS, settings.QUEUE_WAIT_S, metrics
     )
+    app.state.admission = admission  # realtime contexts hold its slots too
+    app.state.sessions = Sessions(
+        settings.REALTIME_MAX_SESSIONS, settings.REALTIME_MAX_SESSIONS_PER_KEY, metrics
+    )
+    app.state.session_limits = SessionLimits.from_settings(settings)
     app.add_middleware(AdmissionMiddleware, admission=admission)
     app.add_middleware(AuthMiddleware, keys=api_keys)
     install_edge(app, settings)
@@ -94,7 +112,19 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     tracing.install(app)  # outermost: the server span covers everything below
     install_error_handlers(app)
     install_form_errors(app)
-    for module in (speech, vc, voices, lexicons, normalize, interleave, catalog, health, ops):
+    for module in (
+        speech,
+        vc,
+        voices,
+        lexicons,
+        normalize,
+        interleave,
+        catalog,
+        health,
+        ops,
+        cartesia,
+        realtime,
+    ):
         app.include_router(module.router)
     ops.install_openapi(app, SYNTHESIS_PATHS)
     install_docs(app)

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from app.config import Settings
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILES = ("docker-compose.yaml", "docker-compose-cpu.yaml", "vllm.yaml")
 ASCEND_COMPOSE = "docker-compose-ascend.yaml"
@@ -124,6 +126,25 @@ def test_kubernetes_manifests_probe_health_and_ready() -> None:
     assert container["livenessProbe"]["httpGet"]["path"] == "/health"
     assert container["readinessProbe"]["httpGet"]["path"] == "/ready"
     assert api["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_kubernetes_keeps_a_realtime_session_on_one_pod_with_long_proxy_timeouts() -> None:
+    documents = [
+        doc
+        for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+    ingress = next(d for d in documents if d["kind"] == "Ingress")
+    notes = ingress["metadata"]["annotations"]
+    idle = Settings.model_fields["REALTIME_IDLE_TIMEOUT_S"].default
+    assert int(notes["nginx.ingress.kubernetes.io/proxy-read-timeout"]) > idle
+    assert int(notes["nginx.ingress.kubernetes.io/proxy-send-timeout"]) > idle
+    paths = {p["path"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]}
+    assert {"/tts/websocket", "/v1/audio/speech/realtime", "/"} <= paths
+    service = next(d for d in documents if d["kind"] == "Service" and d["metadata"]["name"] == "tts-api")
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
+    assert "ingress.yaml" in (ROOT / "deploy" / "k8s" / "kustomization.yaml").read_text()
 
 
 # --- Ascend NPU -------------------------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """API keys: with ``API_KEYS`` set, every ``/v1`` route needs ``Authorization: Bearer <key>``.
 
+The Cartesia-compatible routes (``/tts/...``) and every WebSocket need a key too, and also take it the
+way Cartesia's clients send it: an ``X-API-Key`` header, or an ``api_key`` query parameter (browsers
+cannot set WebSocket headers). A WebSocket without a valid key is refused before it opens (403).
+
 ``API_KEYS`` is a comma-separated list, or the path of a file with one key a line (blank lines and
 ``#`` comments skipped); a value naming an existing file is read as one. Unset, any key (or none) is
 accepted: OpenAI SDK clients send dummy keys. Probes, metrics and docs stay open. Keys are compared in
@@ -19,6 +23,7 @@ import hmac
 import logging
 from pathlib import Path
 from typing import Literal
+from urllib.parse import parse_qsl
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
@@ -111,6 +116,21 @@ def is_admin(request: Request) -> bool:
     return bool(getattr(request.state, "admin", False))
 
 
+def presented_key(scope: Scope) -> bytes:
+    """The request's key as ``Bearer <key>``: its Authorization header, else an ``X-API-Key`` header,
+    else (Cartesia's clients, browsers) an ``api_key`` query parameter; b"" when it has none."""
+    headers = dict(scope["headers"])
+    if authorization := headers.get(b"authorization", b""):
+        return bytes(authorization)
+    key = headers.get(b"x-api-key", b"")
+    if not key:
+        for name, value in parse_qsl(scope.get("query_string", b"").decode("latin-1")):
+            if name == "api_key":
+                key = value.encode("latin-1")
+                break
+    return b"Bearer " + key.strip() if key else b""
+
+
 class AuthMiddleware:
     """401 with the OpenAI error body for a ``/v1`` request without a valid key."""
 
@@ -119,11 +139,16 @@ class AuthMiddleware:
         self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        protected = (
-            scope["type"] == "http" and self.keys.enabled and scope["path"].startswith(routes.API_PREFIX)
+        kind, path = scope["type"], scope.get("path", "")
+        protected = self.keys.enabled and (
+            kind == "websocket"
+            or (kind == "http" and (path.startswith(routes.API_PREFIX) or path in routes.KEYED_PATHS))
         )
-        authorization = dict(scope["headers"]).get(b"authorization", b"") if protected else b""
+        authorization = presented_key(scope) if protected else b""
         access = self.keys.access(authorization) if protected else "key"
+        if access == "refused" and kind == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": "invalid or missing API key"})
+            return
         if access == "refused":
             error = Unauthorized(
                 "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",

@@ -113,6 +113,13 @@ class ConnectionGuard(asyncio.Protocol):
         self._stall_ended()
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, *args: Any) -> None:
+        """The connection is a WebSocket's from here on: no more request heads to wait for or count (a
+        realtime session has timeouts of its own)."""
+        self._disarm()
+        self._stall_ended()
+        super().handle_websocket_upgrade(*args)  # type: ignore[misc]  # uvicorn's protocols define it
+
     # --- header deadline -------------------------------------------------------------------------
     def _arm(self) -> None:
         self._disarm()

@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from app.audio.compressed import SPECS, AvEncoder
+from app.audio.raw import RAW_ENCODINGS, RawEncoder
 from app.core.constants import SAMPLE_RATE
 
 # Sizes written by the streaming WAV header, whose length is unknown when it is sent. A "huge" data
@@ -132,8 +133,14 @@ _FACTORIES: dict[str, Callable[[bool], AudioEncoder]] = {
 SUPPORTED_FORMATS = tuple(_FACTORIES)
 
 
-def make_encoder(fmt: str, stream: bool) -> AudioEncoder:
-    """A fresh encoder for ``response_format`` ``fmt``; ``stream`` selects the streamed variant."""
+def make_encoder(fmt: str, stream: bool, rate: int = SAMPLE_RATE) -> AudioEncoder:
+    """A fresh encoder for ``response_format`` ``fmt``; ``stream`` selects the streamed variant. The raw
+    encodings of realtime streams (``app.audio.raw``: ``pcm_s16le``, ``pcm_f32le``, ``pcm_mulaw``,
+    ``pcm_alaw``) take any ``rate``; the response formats are 24 kHz."""
+    if fmt in RAW_ENCODINGS:
+        return RawEncoder(fmt, rate)
+    if rate != SAMPLE_RATE:
+        raise ValueError(f"response_format {fmt!r} is {SAMPLE_RATE} Hz only; {rate} Hz needs a raw encoding")
     try:
         factory = _FACTORIES[fmt]
     except KeyError:

@@ -28,6 +28,7 @@ from app.audio.formats import AudioEncoder, make_encoder
 from app.audio.loudness import LoudnessNormalizer
 from app.audio.timestretch import MAX_RATE, MIN_RATE, TimeStretch
 from app.core import defaults
+from app.core.constants import SAMPLE_RATE
 
 
 class Stage(Protocol):
@@ -64,6 +65,8 @@ class PostOptions:
     lock_s: float = defaults.NORM_LOCK_S
     min_estimate_s: float = defaults.NORM_MIN_ESTIMATE_S
     fade_in_ms: float = defaults.FADE_IN_MS
+    sample_rate: int = SAMPLE_RATE
+    """The output's rate: 24 kHz, or any rate for a raw encoding (resampled after every stage)."""
 
 
 def _stretch(rate: float) -> TimeStretch | None:
@@ -87,7 +90,9 @@ class PostChain:
         self.rate = options.speaking_rate
         self.stretch = _stretch(self.rate)
         self.fade = FadeIn(options.fade_in_ms) if options.fade_in_ms > 0 else None
-        self.encoder: AudioEncoder = make_encoder(options.response_format, options.stream)
+        self.encoder: AudioEncoder = make_encoder(
+            options.response_format, options.stream, options.sample_rate
+        )
         self._header: bytes | None = self.encoder.header()
         self._taken = 0  # samples pushed into the loudness stage
         self._leveled = 0  # samples it has emitted

@@ -125,6 +125,67 @@ class Utterance(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SpokenPiece:
+    """A complete piece of a streamed text (``app.text.stream_split``) as a family receives it: what is
+    spoken (normalized), what the client wrote (its words are the word timestamps' words), what ended it
+    (sentence, clause, word or end) and whether whitespace separated it from the piece before."""
+
+    text: str
+    written: str
+    kind: str = "end"
+    spaced: bool = True
+
+
+@dataclass(frozen=True)
+class WordTiming:
+    """One written word and where it is heard: seconds of the stream's 24 kHz audio from its start."""
+
+    word: str
+    start: float
+    end: float
+
+
+StreamItem = np.ndarray | WordTiming
+"""What a speech stream yields: float32 mono 24 kHz PCM ``(samples,)``, or a word's timing (never ahead
+of the audio already yielded by more than the word itself)."""
+
+
+@dataclass(frozen=True)
+class StreamJob:
+    """One turn of a realtime session as a family receives it: everything resolved except the text,
+    which arrives piece by piece."""
+
+    model: str
+    voice: str | ReferenceVoice
+    sampling: Sampling
+    conversation: str | None = None
+    """The interleave key of the session: earlier turns in it are this turn's history (where the family
+    keeps history), and this turn is stored there when it ends normally. None: no history."""
+    retain_turns: int = 0
+    first_chunk_s: float | None = None
+    overlap_s: float | None = None
+    attributes: Attributes = field(default_factory=dict)
+
+
+class SpeechStream(Protocol):
+    """A turn whose text is still arriving: pieces in, audio and word timings out."""
+
+    def push(self, piece: SpokenPiece) -> None:
+        """The next complete piece of the text (normalized)."""
+        ...
+
+    def end(self) -> None:
+        """No more text: speak what is left and finish."""
+        ...
+
+    def stream(self, stats: UtteranceStats) -> AsyncGenerator[StreamItem, None]:
+        """The turn's PCM chunks and word timings as they are made, filling ``stats``; ends once the
+        text has ended and been spoken. Closing it stops every generation and frees what it holds
+        within one step."""
+        ...
+
+
 class ModelFamily(Protocol):
     """A family of models served through the API."""
 
@@ -156,6 +217,11 @@ class ModelFamily(Protocol):
 
     async def plan(self, job: SpeechJob) -> Utterance:
         """Check ``job`` and prepare it; raises APIError for anything known before the first byte."""
+        ...
+
+    async def open_stream(self, job: StreamJob) -> SpeechStream:
+        """A realtime turn: check ``job`` (APIError for anything known before its text) and return its
+        stream (``app.families.shared.segmented`` gives one for any family from ``plan``)."""
         ...
 
     def check_can_encode(self) -> None:

@@ -20,9 +20,19 @@ DOCS = "/scalar"
 SWAGGER_DOCS = "/docs"
 DOCS_ASSETS = "/docs/assets"
 """The API reference pages' scripts and styles (served by the app, app/api/docs_pages.py)."""
+REALTIME = "/v1/audio/speech/realtime"
+"""Our realtime protocol over WebSocket (docs/realtime.md)."""
+CARTESIA_WEBSOCKET = "/tts/websocket"
+CARTESIA_BYTES = "/tts/bytes"
+"""The Cartesia-compatible face: its streaming WebSocket and its whole-text POST."""
+REALTIME_ASYNCAPI = "/v1/audio/speech/realtime/asyncapi.json"
 API_PREFIX = "/v1"
+KEYED_PATHS = (CARTESIA_WEBSOCKET, CARTESIA_BYTES)
+REALTIME_PATHS = frozenset({REALTIME, CARTESIA_WEBSOCKET})
+"""The realtime WebSockets (counted by their path also when refused before routing)."""
+"""Routes outside ``/v1`` that need an API key all the same."""
 
-SYNTHESIS_PATHS = frozenset({SPEECH, VC})
+SYNTHESIS_PATHS = frozenset({SPEECH, VC, CARTESIA_BYTES})
 """Routes that stream audio: admission control, first-audio metrics and the OpenAPI audio docs."""
 UPLOAD_PATHS = frozenset({VC, VOICES})
 """Routes that take a multipart audio upload: the upload size cap."""

@@ -330,7 +330,42 @@ class ObservabilitySettings(BaseSettings):
     )
 
 
+class RealtimeSettings(BaseSettings):
+    """Realtime sessions over WebSocket (docs/realtime.md): their limits and timeouts."""
+
+    REALTIME_MAX_SESSIONS: int = Field(
+        64, ge=0, description="Realtime connections open at once in this process; 0 = realtime off."
+    )
+    REALTIME_MAX_SESSIONS_PER_KEY: int = Field(
+        16, ge=1, description="Realtime connections one API key (tenant) may hold open at once."
+    )
+    REALTIME_MAX_CONTEXTS: int = Field(
+        8, ge=1, le=256, description="Contexts (turns) one connection may have open at once."
+    )
+    REALTIME_MAX_CONTEXT_CHARS: int = Field(
+        20000, ge=1, description="Characters of text one context may receive in all."
+    )
+    REALTIME_MAX_MESSAGE_BYTES: int = Field(
+        65536,
+        ge=256,
+        description="Largest message a client may send; beyond it an error (the connection stays).",
+    )
+    REALTIME_IDLE_TIMEOUT_S: float = Field(
+        300.0, gt=0, description="A connection with no open context and no message for this long is closed."
+    )
+    REALTIME_INPUT_TIMEOUT_S: float = Field(
+        30.0, gt=0, description="A context whose input has not ended and got no text for this long fails."
+    )
+    REALTIME_TURN_TIMEOUT_S: float = Field(
+        600.0, gt=0, description="Longest life of one context, first message to its last audio."
+    )
+    REALTIME_SEND_TIMEOUT_S: float = Field(
+        10.0, gt=0, description="A client that takes no message for this long is disconnected (write stall)."
+    )
+
+
 class ServerSettings(  # bases in reverse: pydantic lists the last base's fields first
+    RealtimeSettings,
     ObservabilitySettings,
     AudioSettings,
     InterleaveSettings,

@@ -20,6 +20,7 @@ class UtteranceStats:
     lm_wait_s: float = 0.0  # waiting for LM codes with nothing left to decode
     decode_wait_s: float = 0.0  # waiting for the codec
     generation_s: float = 0.0  # start of the synthesis to its end
+    parked_s: float = 0.0  # a streamed turn's generation waiting for its text (realtime sessions)
 
     def span_attributes(self) -> Attributes:
         """The ``tts.stream`` aggregates (``tts.audio_bytes`` counts 16-bit PCM)."""

@@ -4,7 +4,8 @@ Every layer keeps ``[B, H, W, D]`` keys and values; row ``i`` holds its ``n_i`` 
 the last ``n_i`` columns, the left padding masked out by the caller's 2-D attention mask, and runs at its
 own position ids, so its attention and RoPE see exactly what they would alone. A joining row's cache is
 left-padded to the batch's width (or the batch to the row's) and concatenated on B; leaving rows are
-dropped with ``index_select`` and the columns no remaining row uses are trimmed. A ``PrefillGroup``
+dropped with ``index_select`` and the columns no remaining row uses are trimmed; a row that pauses
+(``split``) leaves with a copy of its own columns and joins again later. A ``PrefillGroup``
 prefills several prompts the same way: left-padded to the longest, in chunks, then joins the batch.
 Used by the NeuCodec batched engine (``batched_source.py``) and the MOSS frame engine (``moss/engine.py``).
 
@@ -18,6 +19,7 @@ its rows hold. ``new_cache`` makes a cache of them; the engines start every cach
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -132,6 +134,15 @@ def keep_rows(cache: Any, keep: list[int], trim: int) -> None:
         layer.values = layer.values.index_select(0, index)[:, :, trim:]
 
 
+def take_rows(cache: Any, rows: list[int], trim: int) -> Any:
+    """A new cache holding copies of the rows ``rows`` of ``cache`` without their first ``trim`` columns;
+    ``cache`` itself is left as it was."""
+    taken = copy.copy(cache)
+    taken.layers = [copy.copy(layer) for layer in cache_layers(cache)]
+    keep_rows(taken, rows, trim)
+    return taken
+
+
 class CachedRow(Protocol):
     """A generation in a padded batch: the positions it holds in the cache."""
 
@@ -159,6 +170,17 @@ class PaddedBatch(Generic[RowT]):
         width = max(row.length for row in self.rows)
         keep_rows(self.cache, keep, self.width - width)
         self.width = width
+
+    def split(self, leaving: Collection[RowT]) -> list[PaddedBatch[RowT]]:
+        """The rows in ``leaving`` out of the batch, each as a batch of its own holding its cache (its
+        ``length`` columns, no padding); the others stay, as ``remove`` leaves them."""
+        alone = [
+            PaddedBatch([row], take_rows(self.cache, [i], self.width - row.length), row.length)
+            for i, row in enumerate(self.rows)
+            if any(row is g for g in leaving)
+        ]
+        self.remove(leaving)
+        return alone
 
     def join(self, other: PaddedBatch[RowT]) -> None:
         """Append the rows of ``other`` and their cache (both left-padded to the wider)."""

@@ -145,8 +145,46 @@ class Metrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.realtime_sessions = Gauge(
+            "tts_realtime_sessions",
+            "Realtime WebSocket connections open.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.realtime_active = Gauge(
+            "tts_realtime_active_contexts",
+            "Realtime contexts (turns) open: generating, or waiting for their text.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.realtime_contexts = Counter(
+            "tts_realtime_contexts",
+            "Realtime contexts by how they ended: done, cancelled, error.",
+            ["outcome"],
+            registry=r,
+        )
+        self.realtime_first_audio = Histogram(
+            "tts_realtime_first_audio_seconds",
+            "Realtime contexts: the first text delta to the first audio sent.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.realtime_end = Histogram(
+            "tts_realtime_end_seconds",
+            "Realtime contexts: the end of the input to the last audio sent.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.realtime_parked = Histogram(
+            "tts_realtime_parked_seconds",
+            "Realtime contexts: time their generation was parked, waiting for text.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         for kind in ERROR_KINDS:  # every kind is exported from the start, at 0
             self.errors.labels(kind)
+        for outcome in ("done", "cancelled", "error"):
+            self.realtime_contexts.labels(outcome)
 
     # --- codec batcher interface (queue is "decode" or "encode") -------------------------------------
     def observe_codec_batch(self, queue: str, size: int, compute_s: float, graph: bool) -> None:
@@ -177,6 +215,17 @@ class Metrics:
         self.lm_tokens.inc(tokens)
         if tokens and seconds > 0:
             self.lm_rate.observe(tokens / seconds)
+
+    def observe_context(
+        self, outcome: str, first_audio_s: float | None, end_s: float | None, parked_s: float
+    ) -> None:
+        """One realtime context ended (``outcome``: done, cancelled, error) with these latencies."""
+        self.realtime_contexts.labels(outcome).inc()
+        if first_audio_s is not None:
+            self.realtime_first_audio.observe(first_audio_s)
+        if end_s is not None:
+            self.realtime_end.observe(end_s)
+        self.realtime_parked.observe(parked_s)
 
     def exposition(self) -> bytes:
         """The text format of every metric (merged across processes in multiprocess mode)."""

@@ -1,4 +1,5 @@
-"""Per-request bookkeeping: the ``X-Trace-Id`` header, HTTP metrics, error kinds and the access line.
+"""Per-request bookkeeping: the ``X-Trace-Id`` header, HTTP metrics, error kinds and the access line
+(WebSocket connections too: one line and one count per connection).
 
 ``RequestMiddleware`` (pure ASGI, so streamed bodies pass through unbuffered) opens a ``RequestRecord``
 for each HTTP request, binds the app's tracer for the spans of that request, and once the last byte
@@ -17,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.constants import SAMPLE_RATE
 from app.core.errors import APIError
-from app.core.routes import SYNTHESIS_PATHS
+from app.core.routes import REALTIME_PATHS, SYNTHESIS_PATHS
 from app.core.stats import UtteranceStats
 from app.observability.metrics import Metrics
 from app.observability.tracing import Tracing, bind_request_trace_id, unbind_request
@@ -89,6 +90,9 @@ class RequestMiddleware:
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -126,12 +130,42 @@ class RequestMiddleware:
                 unbind_request(trace_token)
                 self.tracing.unbind(tracer_token)
 
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket connection: its spans bound, and counted and logged once it ends (status 101 when
+        accepted, 403 when refused before it opened); its contexts log lines of their own."""
+        record = RequestRecord("WS", scope["path"])
+        scope.setdefault("state", {})["obs"] = record
+        tracer_token = self.tracing.bind()
+
+        async def send_recorded(message: Message) -> None:
+            kind = message["type"]
+            if kind == "websocket.accept":
+                record.status = 101
+            elif kind == "websocket.close" and record.status is None:
+                record.status = 403
+            elif kind == "websocket.send":
+                record.bytes_out += len(message.get("bytes") or b"") + len(message.get("text") or "")
+            await send(message)
+
+        failure: BaseException | None = None
+        try:
+            await self.app(scope, receive, send_recorded)
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            record.completed = True
+            try:
+                self._finish(scope, record, failure)
+            finally:
+                self.tracing.unbind(tracer_token)
+
     def _finish(self, scope: Scope, record: RequestRecord, failure: BaseException | None) -> None:
         """Count the request and write its access line."""
         duration = time.perf_counter() - record.started
         route = getattr(scope.get("route"), "path", None)
         if route is None:  # refused before routing (401, 429): only fixed paths keep their name
-            route = record.path if record.path in SYNTHESIS_PATHS else "unmatched"
+            route = record.path if record.path in SYNTHESIS_PATHS | REALTIME_PATHS else "unmatched"
         status = record.status if record.status is not None else 500
         kind = error_kind(record.status, failure, record)
         m = self.metrics

@@ -36,12 +36,22 @@ import numpy as np
 from app.audio.splice import width_samples
 from app.codec.reference_cache import ReferenceCache
 from app.core.errors import InvalidAudio, InvalidRequest, Unavailable
-from app.core.family import Capabilities, ContextWindow, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
+from app.core.family import (
+    Capabilities,
+    ContextWindow,
+    ReferenceFormat,
+    ReferenceVoice,
+    Sampling,
+    SpeechJob,
+    StreamJob,
+)
 from app.families.moss import history
+from app.families.moss.lm.feed import TextFeed
 from app.families.moss.lm.stage import MossLM, load_lm
 from app.families.moss.lm.types import AUDIO_VOCAB, CODE_VALUES, CODEBOOKS, FrameJob, FrameSampling, Turn
 from app.families.moss.settings import MossSettings
 from app.families.moss.speak import ChunkSchedule
+from app.families.moss.stream import MossTextStream
 from app.families.moss.utterance import MossUtterance, PlannedPart
 from app.families.moss.voices import DEFAULT_VOICE, catalog, clip_paths, encode_clips
 from app.families.shared.lifecycle import Running, warm_post_stages
@@ -272,11 +282,50 @@ class MossFamily:
         """The decode sizes: the request's ``playback_speed`` (the first audio, in seconds) as 80 ms frames
         when it set one (at most MAX_FIRST_CHUNK_FRAMES), else MOSS_FIRST_CHUNK_FRAMES; then doubling up to
         MOSS_MAX_CHUNK_FRAMES (or the first, when larger)."""
-        asked = job.attributes.get("playback_speed")
-        if not isinstance(asked, int | float):
+        asked = job.first_chunk_s
+        if asked is None:
             return self.schedule
         first = min(MAX_FIRST_CHUNK_FRAMES, max(1, math.ceil(asked * FRAMES_PER_SECOND - 1e-6)))
         return ChunkSchedule(first, max(first, self.schedule.largest))
+
+    async def open_stream(self, job: StreamJob) -> MossTextStream:
+        """A realtime turn fed into one running generation as its text arrives (``stream.py``): the
+        voice, sampling and the session's history resolved now, the prompt built when the first ids
+        are there, fitted to the window (the oldest history turns dropped until ``MIN_ROOM_FRAMES``
+        are left)."""
+        lm, _ = self.parts()
+        reference, voice = self._voice(job.voice)
+        sampling = self._sampling(job.sampling)
+        stored: list[StoredTurn] = []
+        if job.conversation is not None and voice is not None and self.interleave.enabled:
+            stored = await self.interleave.history(job.conversation)
+        turns: list[Turn] = []
+        if voice is not None and stored:
+            turns = await asyncio.to_thread(
+                history.turns, stored, voice, job.retain_turns, lm.prompter.text_ids
+            )
+        window, wanted = lm.max_positions, job.sampling.max_tokens
+
+        def build(ids: list[int], feed: TextFeed) -> FrameJob:
+            for start in range(len(turns) + 1):
+                built = lm.prompter.ids_job(
+                    ids,
+                    reference=reference,
+                    history=turns[start:],
+                    sampling=sampling,
+                    max_frames=wanted,
+                    feed=feed,
+                )
+                room = window - int(built.prefill.shape[0])
+                if room >= MIN_ROOM_FRAMES:
+                    return dataclasses.replace(built, max_frames=min(wanted, room))
+            raise InvalidRequest(
+                f"the voice prompt leaves no room to speak in the model's window of {window}",
+                param="voice",
+                code="context_length_exceeded",
+            )
+
+        return MossTextStream(self, lm, job, build, voice, reference)
 
     def _voice(self, voice: str | ReferenceVoice) -> tuple[np.ndarray | None, str | None]:
         """The voice prompt's codes ``(F, 16)`` (None for ``default``) and the built-in voice's name (None

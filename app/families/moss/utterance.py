@@ -40,6 +40,8 @@ class Backends(Protocol):
     """What an utterance runs on (the family's): the LM stage and codec, the store."""
 
     interleave: Interleave
+    schedule: ChunkSchedule
+    """The decode sizes a request gets unless it asks for its own first audio size."""
 
     def parts(self) -> tuple[MossLM, MossCodecService]: ...
 

@@ -24,13 +24,22 @@ from app.audio.stitcher import StitchSchedule
 from app.codec.reference_cache import ReferenceCache
 from app.core.constants import TOKENS_PER_SECOND
 from app.core.errors import InvalidRequest, Unavailable
-from app.core.family import Capabilities, ContextWindow, ReferenceFormat, ReferenceVoice, Sampling, SpeechJob
+from app.core.family import (
+    Capabilities,
+    ContextWindow,
+    ReferenceFormat,
+    ReferenceVoice,
+    Sampling,
+    SpeechJob,
+    StreamJob,
+)
 from app.core.voices import VoiceCatalog
 from app.families.neucodec.history.conversation import Conversations
 from app.families.neucodec.lm.types import GenerationParams, TokenSource
 from app.families.neucodec.prompt import tts_prompt, vc_prompt
 from app.families.neucodec.settings import NeuCodecSettings
 from app.families.neucodec.speech_tokens import SPEECH_CODES
+from app.families.neucodec.stream import NeuCodecStream
 from app.families.neucodec.utterance import NeuCodecUtterance, PlannedPart
 from app.families.shared.lifecycle import Running, warm_post_stages
 from app.families.shared.long_input import Budget, cut_into_parts, part_seed
@@ -333,6 +342,28 @@ class NeuCodecFamily:
             job.interleave_id, voice, parts[0].text, parts[0].params, job.retain_turns
         )
         return NeuCodecUtterance(self, parts, schedule, turn, job.attributes, crossfade)
+
+    async def open_stream(self, job: StreamJob) -> NeuCodecStream:
+        """A realtime turn, pipelined by segment (``stream.py``)."""
+        if self.codec is None:
+            raise Unavailable("The codec is not loaded yet.")
+        s = self.settings
+        schedule = self.schedule(
+            s.DEFAULT_PLAYBACK_SPEED if job.first_chunk_s is None else job.first_chunk_s,
+            s.DEFAULT_PLAYBACK_OVERLAP_SPEED if job.overlap_s is None else job.overlap_s,
+        )
+        return NeuCodecStream(self, job, schedule, width_samples(s.LONG_INPUT_CROSSFADE_MS))
+
+    def segment_part(self, job: SpeechJob, text: str, index: int) -> PlannedPart:
+        """Segment ``index`` of a realtime turn, planned as a long input's part ``index`` (blocking: the
+        prompt is counted by the tokenizer)."""
+        voice = job.voice
+        if isinstance(voice, ReferenceVoice):
+            prompt, param = vc_prompt(voice.text, voice.codes, text), "reference_audio"
+        else:
+            prompt, param = tts_prompt(voice, text), "input"
+        params = self._fitted(self._params(prompt, job, index), self.conversations.count(prompt), param)
+        return PlannedPart(text, params)
 
     def _fitted(self, params: GenerationParams, prompt_tokens: int, param: str) -> GenerationParams:
         """``params`` with ``max_tokens`` cut to the room the prompt (``prompt_tokens`` long) leaves in

@@ -64,7 +64,7 @@ class NeuCodecUtterance:
         crossfade: int = 0,
     ) -> None:
         self.family = family
-        self.parts = tuple(parts)
+        self.parts = list(parts)
         self.schedule = schedule
         self.request_attributes = request_attributes
         self.crossfade = crossfade  # samples at each join between parts

@@ -20,6 +20,12 @@ Closing the stream (a client that left) cancels the part running ahead and start
 more LM requests. A part's error is raised where its audio would have been played. ``done(part, last)``
 runs for each part in order once all its audio was taken (a family stores its turn there).
 
+Growing inputs (a realtime turn whose text is still arriving): ``count`` may be a ``Growing`` source
+instead of a number. Then a part is played once it exists (``wait``), the next one is started ahead
+as soon as it exists and the one playing is generated (``listen`` says when one is added), and the
+stream ends when the source says no part follows (its text ended). Everything else is as above, so a
+turn streamed in segments is joined exactly as a long input cut into the same parts.
+
 Stats: each part fills its own ``UtteranceStats``; the request's stats are their sum (codes, tokens in
 order, prompt tokens, decodes, waits), ``samples`` counts what was yielded, ``finish_reason`` is the last
 part's ("length" when any part was cut), ``generation_s`` the whole wall time.
@@ -31,6 +37,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import numpy as np
@@ -60,6 +67,22 @@ class Part:
             self.is_generated = True
             if self._on_generated is not None:
                 self._on_generated(self)
+
+
+class Growing(Protocol):
+    """Parts that keep coming (a streamed turn's segments)."""
+
+    def known(self) -> int:
+        """Parts that exist now."""
+        ...
+
+    async def wait(self, index: int) -> bool:
+        """True once part ``index`` exists; False once it never will (the input ended before it)."""
+        ...
+
+    def listen(self, added: Callable[[], None]) -> None:
+        """Call ``added`` each time a part comes to exist."""
+        ...
 
 
 PartStream = Callable[[Part], AsyncGenerator[np.ndarray, None]]
@@ -108,8 +131,12 @@ class _Ahead:
 
 
 class _Player:
-    def __init__(self, count: int, stream: PartStream, stats: UtteranceStats, crossfade: int) -> None:
+    def __init__(
+        self, count: int | Growing, stream: PartStream, stats: UtteranceStats, crossfade: int
+    ) -> None:
         self.count = count
+        if not isinstance(count, int):
+            count.listen(self.added)
         self.stream = stream
         self.stats = stats
         self.splice = Splice(crossfade)
@@ -139,9 +166,23 @@ class _Player:
         if part.index == self.playing:
             self.start_next()
 
+    def added(self) -> None:
+        """A growing source has one more part: start it if the one playing is generated."""
+        if self.parts and self.parts[self.playing].is_generated and len(self.parts) == self.playing + 1:
+            self.start_next()
+
+    def known(self) -> int:
+        return self.count if isinstance(self.count, int) else self.count.known()
+
+    async def exists(self, index: int) -> bool:
+        """True when part ``index`` is one of the stream's (waiting for a growing source to say)."""
+        if isinstance(self.count, int):
+            return index < self.count
+        return await self.count.wait(index)
+
     def start_next(self) -> None:
         """Start the part after the one playing, unless it has started or the stream is closed."""
-        if not self.closed and self.ahead is None and len(self.parts) < self.count:
+        if not self.closed and self.ahead is None and len(self.parts) < self.known():
             self.ahead = _Ahead(self.stream(self.new_part()))
 
     def emit(self, pcm: np.ndarray) -> np.ndarray:
@@ -165,11 +206,14 @@ class _Player:
 
     async def play(self, done: PartDone) -> AsyncGenerator[np.ndarray, None]:
         started = time.perf_counter()
+        if not await self.exists(0):
+            return
         first = self.stream(self.new_part())
         playing: _Ahead | None = None  # the part being played, when it is not the first
         source: AsyncIterator[np.ndarray] = first
         try:
-            for index in range(self.count):
+            index = 0
+            while index == 0 or await self.exists(index):
                 self.playing = index
                 if index:
                     if self.ahead is None:  # the part before never said it was generated
@@ -185,7 +229,8 @@ class _Player:
                     if (out := self.splice.push(chunk)).size:
                         yield self.emit(out)
                 self.total(started)
-                await done(self.parts[index], index == self.count - 1)
+                await done(self.parts[index], not await self.exists(index + 1))
+                index += 1
             if (out := self.splice.flush()).size:
                 yield self.emit(out)
         finally:
@@ -199,12 +244,12 @@ class _Player:
 
 
 def play_parts(
-    count: int,
+    count: int | Growing,
     stream: PartStream,
     stats: UtteranceStats,
     crossfade: int,
     done: PartDone = _nothing_to_do,
 ) -> AsyncGenerator[np.ndarray, None]:
-    """The ``count`` parts made by ``stream`` as one stream of float32 chunks (see the module docstring);
-    ``crossfade`` is the join's width in samples."""
+    """The ``count`` parts made by ``stream`` (a number, or a ``Growing`` source) as one stream of float32
+    chunks (see the module docstring); ``crossfade`` is the join's width in samples."""
     return _Player(count, stream, stats, crossfade).play(done)

@@ -18,6 +18,14 @@ One thread owns the model and loops:
 5. run one step over the batch (``PaddedBatch``: one left-padded cache, per-row positions) and hand
    each row its output; rows that finished leave.
 
+**Parking.** A row whose input is streamed (a realtime session's text) may be unable to take its next
+step: its engine says so (``can_step``). Before each step such rows leave the batch with their own cache
+(``PaddedBatch.split``) and wait, parked: they take no step, make no output and cost the other rows
+nothing. ``wake()`` (called when more input arrives) has the loop look again; a parked row that is
+ready rejoins the batch (``PaddedBatch.join``) and goes on from where it stopped. Parked rows hold
+their place under ``max_rows`` and ``cache_budget``, are cancelled within one step like any row, and
+keep the loop asleep when nothing else is to be done.
+
 The engine implements the model's part (``prepare``, ``forward``, ``step_inputs``, ``sample``): a
 request's outputs depend only on its own inputs and seed, never on who shares its steps. A failure in
 one request's preparation or sampling fails that request alone; a failure of a shared forward (a
@@ -77,6 +85,13 @@ class Pending(Generic[JobT]):
     row: Any = None
 
 
+class _Wake:
+    """Queued by ``BatchedEngine.wake``: look at the parked rows again."""
+
+
+WAKE = _Wake()
+
+
 class BatchedEngine(ABC, Generic[JobT, RowT]):
     """The loop of the module docstring around an engine's model part.
 
@@ -109,7 +124,7 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         self.prefill_chunk = prefill_chunk
         self.prefill_rows = prefill_rows
         self.max_waiting = max_waiting
-        self._jobs: queue.Queue[Pending[JobT] | None] = queue.Queue()
+        self._jobs: queue.Queue[Pending[JobT] | _Wake | None] = queue.Queue()
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
@@ -118,6 +133,8 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         self.steps = 0  # batched steps run so far (tests, bench)
         self.peak_rows = 0  # most rows stepped together so far
         self.peak_group = 0  # most requests prefilled together so far
+        self.parked = 0  # rows parked now (waiting for streamed input)
+        self.parks = 0  # times a row was parked so far (tests, metrics)
 
     # --- the event loop's side ------------------------------------------------------------------------
 
@@ -162,7 +179,15 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
             self.pending += 1
             self._jobs.put(Pending(job, handoff))
 
+    def wake(self) -> None:
+        """Have the loop look at its parked rows again (more streamed input arrived); any thread."""
+        self._jobs.put(WAKE)
+
     # --- the model's part (the thread) ----------------------------------------------------------------
+
+    def can_step(self, row: RowT) -> bool:
+        """True when ``row`` can take its next step now; False parks it (its streamed input ran dry)."""
+        return True
 
     def setup(self) -> None:
         """Anything the thread needs before its first step (inside inference mode)."""
@@ -222,6 +247,7 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         admitted: deque[RowT] = deque()  # admitted, waiting for the next prefill group
         group: PrefillGroup[RowT] = PrefillGroup()  # prefilling now
         batch: PaddedBatch[RowT] = PaddedBatch()
+        parked: list[PaddedBatch[RowT]] = []  # rows waiting for streamed input, each with its cache
         end = self.shutdown_error()
         try:
             with torch.inference_mode():
@@ -231,12 +257,16 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
                     if not _take(self._jobs, waiting.append, block=idle) or self._closing.is_set():
                         break
                     self._drop_cancelled(waiting, admitted, group, batch)
-                    self._admit(waiting, admitted, [*admitted, *group.rows, *batch.rows])
+                    self._drop_parked(parked)
+                    active = [*admitted, *group.rows, *batch.rows, *(p.rows[0] for p in parked)]
+                    self._admit(waiting, admitted, active)
                     if not group.rows and admitted:
                         group.form(admitted, self.prefill_rows, self.prompt)
                         self.peak_group = max(self.peak_group, len(group.rows))
                     if group.rows:
                         self._prefill_step(group, batch)
+                    if parked or batch.rows:
+                        self._park(batch, parked)
                     if batch.rows:
                         self._step(batch)
         except Exception as exc:  # a bug outside any row's work: fail every row rather than hang them
@@ -246,8 +276,9 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         _take(self._jobs, waiting.append, block=False)
         for pending in waiting:
             pending.handoff.finish(Ended("error", end))
-        for row in [*admitted, *group.rows, *batch.rows]:
+        for row in [*admitted, *group.rows, *batch.rows, *(p.rows[0] for p in parked)]:
             self.finish(row, "error", end)
+        self.parked = 0
 
     def _drop_cancelled(
         self,
@@ -271,6 +302,43 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
                 self.finish(row, "cancelled")
             if gone:
                 drop(gone)
+
+    def _drop_parked(self, parked: list[PaddedBatch[RowT]]) -> None:
+        """Finish the parked rows whose stream was closed (their cache goes with them)."""
+        for alone in [alone for alone in parked if alone.rows[0].handoff.cancel.is_set()]:
+            parked.remove(alone)
+            self.finish(alone.rows[0], "cancelled")
+        self.parked = len(parked)
+
+    def _park(self, batch: PaddedBatch[RowT], parked: list[PaddedBatch[RowT]]) -> None:
+        """Parked rows that are ready rejoin ``batch``; rows of ``batch`` that are not leave it, each with
+        its own cache (a failing ``ready`` fails its row alone)."""
+        for alone in [alone for alone in parked if self._ready(alone.rows[0])]:
+            parked.remove(alone)
+            batch.join(alone)
+        gone = [row for row in batch.rows if row.handoff.finished]
+        if gone:
+            batch.remove(gone)
+        dry = [row for row in batch.rows if not self._ready(row)]
+        if dry:
+            parked.extend(batch.split(dry))
+            self.parks += len(dry)
+        gone = [row for row in batch.rows if row.handoff.finished]
+        if gone:
+            batch.remove(gone)
+        self.parked = len(parked)
+        self.peak_rows = max(self.peak_rows, len(batch.rows))
+
+    def _ready(self, row: RowT) -> bool:
+        """``can_step``; a row whose check raised is finished with its error (and counts as ready, so it
+        leaves with the batch's finished rows)."""
+        if row.handoff.finished:
+            return True
+        try:
+            return self.can_step(row)
+        except Exception as exc:
+            self.finish(row, "error", self.failure(exc))
+            return True
 
     def _admit(self, waiting: deque[Pending[JobT]], admitted: deque[RowT], active: list[RowT]) -> None:
         """Admit waiting requests in arrival order while a row and the cache budget are free."""
@@ -362,15 +430,18 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
             return list(rows)
 
 
-def _take(jobs: queue.Queue[Pending[JobT] | None], put: Callable[[Pending[JobT]], None], block: bool) -> bool:
+def _take(
+    jobs: queue.Queue[Pending[JobT] | _Wake | None], put: Callable[[Pending[JobT]], None], block: bool
+) -> bool:
     """Hand every queued request to ``put`` (blocking for the first when ``block``, the engine being
-    idle); False once the ``None`` sentinel (close) is taken."""
+    idle; a wake-up ends the wait); False once the ``None`` sentinel (close) is taken."""
     try:
         item = jobs.get(block=block)
         while True:
             if item is None:
                 return False
-            put(item)
+            if not isinstance(item, _Wake):
+                put(item)
             item = jobs.get_nowait()
     except queue.Empty:
         return True

@@ -6,14 +6,16 @@ It has no reference voices and no multi-turn context, so requests that need eith
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncGenerator, Mapping, Sequence
 
 import numpy as np
 
 from app.core.errors import InvalidRequest
-from app.core.family import Capabilities, ContextWindow, ReferenceFormat, Sampling, SpeechJob
+from app.core.family import Capabilities, ContextWindow, ReferenceFormat, Sampling, SpeechJob, StreamJob
 from app.core.stats import UtteranceStats
 from app.core.voices import VoiceCatalog
+from app.families.shared.segmented import SegmentedStream
 from app.interleave.service import Interleave
 from app.observability.metrics import Metrics
 from tests.fakes.tone.settings import ToneSettings
@@ -99,6 +101,15 @@ class ToneFamily:
         utterance = ToneUtterance(job, frames, 220.0 if job.voice == "low" else 440.0, self.frame_delay_s)
         self.utterances.append(utterance)
         return utterance
+
+    async def open_stream(self, job: StreamJob) -> SegmentedStream:
+        """A realtime turn: each segment planned as a text of its own (the shared segmented stream)."""
+        base = SpeechJob(model=job.model, text="", voice=job.voice, sampling=job.sampling)
+
+        async def plan(text: str, index: int) -> ToneUtterance:
+            return await self.plan(dataclasses.replace(base, text=text))
+
+        return SegmentedStream(plan, crossfade=0)
 
     def check_can_encode(self) -> None:
         raise InvalidRequest("the tone family has no reference voices", code="vc_unsupported")

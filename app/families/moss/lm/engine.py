@@ -69,6 +69,14 @@ class FrameRow:
         """Backbone cache rows this request may need."""
         return int(self.job.prefill.shape[0]) + self.job.max_frames
 
+    def text_at(self, index: int, pad: int) -> int | None:
+        """The text id fed with step ``index + 1``: from the tail or the feed, ``pad`` once the text is all
+        in, None while a streamed text has not reached it (the row parks)."""
+        feed = self.job.feed
+        if feed is None:
+            return self.tail[index] if index < len(self.tail) else pad
+        return feed.at(self.job.feed_from + index, pad)
+
 
 class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
     """Streams frames for ``FrameJob``s, many at once, on one loaded model (see the module docstring).
@@ -147,6 +155,8 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         response already admitted, which waits its turn rather than being refused."""
         self._check(job)
         handoff: Handoff[np.ndarray] = Handoff(asyncio.get_running_loop())
+        if job.feed is not None:
+            job.feed.bind(self.wake)
         self.submit(job, handoff, admitted)
         try:
             while True:
@@ -178,6 +188,13 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
     def prompt(self, row: FrameRow) -> torch.Tensor:
         return row.prefill
 
+    def can_step(self, row: FrameRow) -> bool:
+        """False while a streamed text has not brought the id the row's next step needs (it parks)."""
+        ready = row.text_at(row.frames - 1, self.loaded.ids.text_pad) is not None
+        if row.job.feed is not None:
+            row.job.feed.waiting(not ready)
+        return ready
+
     def forward(
         self,
         rows: list[FrameRow],
@@ -196,8 +213,9 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         text_pad = self.loaded.ids.text_pad
         texts = []
         for row in rows:
-            k = row.frames - 1  # the frame fed now; the text id beside it
-            texts.append(row.tail[k] if k < len(row.tail) else text_pad)
+            beside = row.text_at(row.frames - 1, text_pad)  # the text id beside the frame fed now
+            assert beside is not None  # a row whose text has not come is parked, not stepped
+            texts.append(beside)
         audio = torch.stack([row.history[row.frames - 1] for row in rows])
         text = torch.tensor(texts, dtype=torch.long, device=self._tensors)
         return torch.cat([text[:, None], audio], dim=1)[:, None]

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from app.families.moss.lm.feed import TextFeed
 from app.families.moss.lm.types import (
     AUDIO_BOS,
     AUDIO_EOS,
@@ -149,20 +150,41 @@ class MossPrompter:
         max_frames: int,
     ) -> FrameJob:
         """The job speaking ``text`` in the voice of ``reference`` after ``history``."""
+        ids = list(self.text_ids(text))
+        if not ids:
+            raise ValueError("the text has no tokens")
+        return self.ids_job(
+            ids, reference=reference, history=history, sampling=sampling, max_frames=max_frames
+        )
+
+    def ids_job(
+        self,
+        ids: Sequence[int],
+        *,
+        reference: np.ndarray | None,
+        history: Sequence[Turn] = (),
+        sampling: FrameSampling = DEFAULT_SAMPLING,
+        max_frames: int,
+        feed: TextFeed | None = None,
+    ) -> FrameJob:
+        """The job speaking the text ids ``ids`` (``text_ids`` of a text). With a ``feed`` (a streamed
+        text: ``ids`` are the ones arrived so far, at least ``DELAY`` unless it has ended), the prefill
+        holds the first ``min(len(ids), DELAY)`` and the steps read the rest from the feed."""
         if max_frames < 1:
             raise ValueError("max_frames must be at least 1")
-        ids = list(self.text_ids(text))
         if not ids:
             raise ValueError("the text has no tokens")
         parts = [self.system_rows(reference)]
         parts += [self.turn_rows(turn, first=i == 0) for i, turn in enumerate(history)]
         lead = min(len(ids), DELAY)
-        new = text_rows((self._later if history else self._first) + ids[:lead])
+        new = text_rows((self._later if history else self._first) + list(ids[:lead]))
         new[-1, 1] = AUDIO_BOS
         parts.append(new)
         return FrameJob(
             prefill=np.concatenate(parts),
-            text_tail=tuple(ids[lead:]),
+            text_tail=() if feed is not None else tuple(ids[lead:]),
             sampling=sampling,
             max_frames=max_frames,
+            feed=feed,
+            feed_from=lead,
         )

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
+from app.families.moss.lm.feed import TextFeed
 from app.families.moss.lm.types import FrameJob, FrameSampling, Turn
 from app.families.moss.settings import MossSettings
 
@@ -35,6 +36,24 @@ class Prompter(Protocol):
 
     def text_ids(self, text: str) -> tuple[int, ...]:
         """The text ids a history ``Turn`` holds for ``text``."""
+        ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer behind ``text_ids`` (its pre-tokenizer tells where a streamed text may be cut)."""
+        ...
+
+    def ids_job(
+        self,
+        ids: Sequence[int],
+        *,
+        reference: np.ndarray | None,
+        history: Sequence[Turn] = (),
+        sampling: FrameSampling = ...,
+        max_frames: int,
+        feed: TextFeed | None = None,
+    ) -> FrameJob:
+        """The job for text ids (with a ``feed``: a streamed text, ``ids`` those arrived so far)."""
         ...
 
 

@@ -7,8 +7,12 @@ hold a code 0..1023 or one of the three specials below. Importing this module lo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from app.families.moss.lm.feed import TextFeed
 
 CODEBOOKS = 16
 """Codebooks per frame (the codec's first 16 quantizers) = output heads of the local transformer."""
@@ -51,6 +55,11 @@ class FrameJob:
     text_tail: tuple[int, ...]  # assistant text ids fed with steps 1, 2, ... then <|text_pad|>
     sampling: FrameSampling
     max_frames: int  # cap on frames yielded (the API's max_tokens counts frames)
+    feed: TextFeed | None = None
+    """Streamed text (a realtime turn): the text ids come from it, ``text_tail`` is unused, and the row
+    parks while the id its next step needs has not arrived."""
+    feed_from: int = 0
+    """With a feed: the index of the id fed with step 1 (the ids before it are in the prefill)."""
 
 
 @dataclass(frozen=True)

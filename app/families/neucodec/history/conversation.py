@@ -125,6 +125,13 @@ class Conversations:
         turns = await self.interleave.history(interleave_id)
         return await self._turn(interleave_id, voice, text, params, keep, turns)
 
+    async def fresh(
+        self, interleave_id: str, voice: str, text: str, params: GenerationParams, keep: int
+    ) -> InterleaveTurn:
+        """The first turn of a conversation the store does not hold (``text`` with no history), so that
+        the turns after it can follow it (a realtime turn's segments)."""
+        return await self._turn(interleave_id, voice, text, params, keep, [])
+
     async def follow(
         self, turn: InterleaveTurn, spoken: UtteranceStats, text: str, params: GenerationParams
     ) -> InterleaveTurn:
