@@ -111,24 +111,29 @@ async def test_moss_turn_is_the_same_however_its_text_arrives(
 ) -> None:
     engine = served.moss.lm.engine  # type: ignore[union-attr]
     options = moss_options(sampling)
-    async with await connect(served) as ws:
-        client = Client(ws)
-        whole = await speak(client, "whole", TEXT, len(TEXT), options)
-        assert whole.of("context.done") and len(whole.audio) > 0
-        for step in (1, 3, 17):
-            turn = await speak(client, f"step{step}", TEXT, step, options)
-            assert turn.audio == whole.audio, step
-            assert [e["seq"] for e in turn.of("input.ack")] == list(range(-(-len(TEXT) // step)))
 
-        async def parked() -> None:  # wait until the generation has run dry and parked
-            for _ in range(2000):
-                if engine.parked:
-                    return
-                await asyncio.sleep(0.005)
-            raise AssertionError("the starved turn never parked")
+    async def alone(context_id: str, step: int, starve: Any = None) -> Turn:
+        """One turn on a connection of its own: a connection's earlier turns that ended normally are the
+        next one's history, which would change its prompt."""
+        async with await connect(served) as ws:
+            return await speak(Client(ws), context_id, TEXT, step, options, starve=starve)
 
-        parks = engine.parks
-        starved = await speak(client, "starved", TEXT, 4, options, starve=parked)
+    whole = await alone("whole", len(TEXT))
+    assert whole.of("context.done") and len(whole.audio) > 0
+    for step in (1, 3, 17):
+        turn = await alone(f"step{step}", step)
+        assert turn.audio == whole.audio, step
+        assert [e["seq"] for e in turn.of("input.ack")] == list(range(-(-len(TEXT) // step)))
+
+    async def parked() -> None:  # wait until the generation has run dry and parked
+        for _ in range(2000):
+            if engine.parked:
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("the starved turn never parked")
+
+    parks = engine.parks
+    starved = await alone("starved", 4, starve=parked)
     assert engine.parks > parks
     assert starved.audio == whole.audio
     usage = starved.of("context.done")[0]["usage"]
@@ -143,10 +148,9 @@ async def test_eight_moss_sessions_at_once_equal_each_alone(served: Served) -> N
     texts = [f"Session {n} speaks its own sentence, one word after another." for n in range(8)]
     options = [moss_options(SEEDED if n % 2 else GREEDY, seed=n) for n in range(8)]
     alone = []
-    async with await connect(served) as ws:
-        client = Client(ws)
-        for n in range(8):
-            alone.append((await speak(client, f"alone{n}", texts[n], len(texts[n]), options[n])).audio)
+    for n in range(8):  # each on a connection of its own: no turn is another's history
+        async with await connect(served) as ws:
+            alone.append((await speak(Client(ws), f"alone{n}", texts[n], len(texts[n]), options[n])).audio)
 
     async def one(n: int) -> bytes:
         async with await connect(served) as ws:

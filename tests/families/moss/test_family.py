@@ -35,9 +35,7 @@ def job(
         "model": "moss-tts-realtime",
         "text": text,
         "voice": voice,
-        "sampling": sampling,
-        "first_chunk_s": 2.0,
-        "overlap_s": 0.2,
+        "sampling": sampling,  # first_chunk_s unset: the family's own first decode
     }
     return SpeechJob(**(values | fields))  # type: ignore[arg-type]
 
