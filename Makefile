@@ -9,6 +9,8 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 FIXTURES := .fixtures
+# processes the suite runs in (pytest-xdist): the 2 cores of the project's machines
+PYTEST_WORKERS ?= 2
 # The demo: both model families on the tiny random checkpoints of `python -m app.tools.fixtures`, on the
 # CPU, never reaching a hub. `MODEL_FAMILIES=neucodec make demo` (or moss) serves one of them.
 MODEL_FAMILIES ?= neucodec,moss
@@ -60,7 +62,7 @@ test: install system-deps
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS)
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy
