@@ -123,10 +123,14 @@ async def speak_with(page: Page, model: str, default_max_tokens: str) -> float:
     """Choose ``model`` (another than the chosen one), wait for its defaults to land, cap its max
     tokens, generate (streamed); the whole file's duration (s)."""
     await choose(page, "Model", f"{model} ({FAMILY[model]})")
+    # the choice's updates land together: once the description names the family, the max-tokens field
+    # holds its default and no later update overwrites what is filled in below
+    await expect(page.locator("#model-info")).to_contain_text(f"family {FAMILY[model]}")
     max_tokens = page.locator("#speech-max-tokens input")
     await expect(max_tokens).to_have_value(default_max_tokens)
     await max_tokens.fill(str(MAX_TOKENS[model]))
     await max_tokens.blur()
+    await expect(max_tokens).to_have_value(str(MAX_TOKENS[model]))
     await page.get_by_role("button", name="Generate speech").click()
     status = page.locator("#speech-status")
     await expect(status).to_contain_text(f"{model}: TTFB", timeout=30000)
