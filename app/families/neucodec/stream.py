@@ -20,15 +20,14 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
-import anyio
 import numpy as np
 
 from app.audio.stitcher import StitchSchedule
 from app.core.family import SpeechJob, SpokenPiece, StreamItem, StreamJob
 from app.core.stats import UtteranceStats
 from app.families.neucodec.utterance import Backends, NeuCodecUtterance, PlannedPart
-from app.families.shared.parts import Part, play_parts
-from app.families.shared.segmented import Segments, SegmentTimer
+from app.families.shared.parts import Part
+from app.families.shared.segmented import Segments, play_segments
 
 
 class StreamBackends(Backends, Protocol):
@@ -89,21 +88,5 @@ class NeuCodecStream(NeuCodecUtterance):
         if self.job.conversation is not None:
             await super()._part_done(part, last)
 
-    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[StreamItem, None]:  # type: ignore[override]
-        timer = SegmentTimer(self.crossfade)
-
-        async def done(part: Part, last: bool) -> None:
-            timer.done(part.index, self.segments.written[part.index], part.stats.samples)
-            await self._part_done(part, last)
-
-        chunks = play_parts(self.segments, self._part_stream, stats, self.crossfade, done)
-        try:
-            async for chunk in chunks:
-                for timing in timer.take():
-                    yield timing
-                yield chunk
-            for timing in timer.take():
-                yield timing
-        finally:
-            with anyio.CancelScope(shield=True):
-                await chunks.aclose()
+    def stream(self, stats: UtteranceStats) -> AsyncGenerator[StreamItem, None]:  # type: ignore[override]
+        return play_segments(self.segments, self._part_stream, stats, self.crossfade, self._part_done)

@@ -26,7 +26,7 @@ import numpy as np
 from app.core.constants import SAMPLE_RATE
 from app.core.family import SpokenPiece, StreamItem, Utterance, WordTiming
 from app.core.stats import UtteranceStats
-from app.families.shared.parts import Part, play_parts
+from app.families.shared.parts import Part, PartDone, PartStream, play_parts
 
 MIN_CHARS = 40
 MAX_CHARS = 300
@@ -162,20 +162,35 @@ class SegmentedStream:
                 await chunks.aclose()
             part.generated()
 
-    async def stream(self, stats: UtteranceStats) -> AsyncGenerator[StreamItem, None]:
-        timer = SegmentTimer(self.crossfade)
+    def stream(self, stats: UtteranceStats) -> AsyncGenerator[StreamItem, None]:
+        return play_segments(self.segments, self._part, stats, self.crossfade)
 
-        async def done(part: Part, last: bool) -> None:
-            timer.done(part.index, self.segments.written[part.index], part.stats.samples)
 
-        chunks = play_parts(self.segments, self._part, stats, self.crossfade, done)
-        try:
-            async for chunk in chunks:
-                for timing in timer.take():
-                    yield timing
-                yield chunk
+async def play_segments(
+    segments: Segments,
+    stream: PartStream,
+    stats: UtteranceStats,
+    crossfade: int,
+    done: PartDone | None = None,
+) -> AsyncGenerator[StreamItem, None]:
+    """The segments made by ``stream`` played as a long input's parts (``play_parts``), each segment's
+    word timings yielded once its audio has all been taken; ``done`` runs after each segment's timings
+    are placed."""
+    timer = SegmentTimer(crossfade)
+
+    async def placed(part: Part, last: bool) -> None:
+        timer.done(part.index, segments.written[part.index], part.stats.samples)
+        if done is not None:
+            await done(part, last)
+
+    chunks = play_parts(segments, stream, stats, crossfade, placed)
+    try:
+        async for chunk in chunks:
             for timing in timer.take():
                 yield timing
-        finally:
-            with anyio.CancelScope(shield=True):
-                await chunks.aclose()
+            yield chunk
+        for timing in timer.take():
+            yield timing
+    finally:
+        with anyio.CancelScope(shield=True):
+            await chunks.aclose()
