@@ -117,18 +117,11 @@ class RequestMiddleware:
                 record.completed = not message.get("more_body", False)
             await send(message)
 
-        failure: BaseException | None = None
         try:
-            await self.app(scope, receive, send_recorded)
-        except BaseException as exc:
-            failure = exc
-            raise
+            await self._run(scope, receive, send_recorded, record)
         finally:
-            try:
-                self._finish(scope, record, failure)
-            finally:
-                unbind_request(trace_token)
-                self.tracing.unbind(tracer_token)
+            unbind_request(trace_token)
+            self.tracing.unbind(tracer_token)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
         """A WebSocket connection: its spans bound, and counted and logged once it ends (status 101 when
@@ -147,18 +140,26 @@ class RequestMiddleware:
                 record.bytes_out += len(message.get("bytes") or b"") + len(message.get("text") or "")
             await send(message)
 
+        try:
+            await self._run(scope, receive, send_recorded, record, ended=True)
+        finally:
+            self.tracing.unbind(tracer_token)
+
+    async def _run(
+        self, scope: Scope, receive: Receive, send: Send, record: RequestRecord, *, ended: bool = False
+    ) -> None:
+        """The app on one connection, counted and logged once it returns or fails (``ended``: the
+        record is complete whatever happened, as a WebSocket's is once it closes)."""
         failure: BaseException | None = None
         try:
-            await self.app(scope, receive, send_recorded)
+            await self.app(scope, receive, send)
         except BaseException as exc:
             failure = exc
             raise
         finally:
-            record.completed = True
-            try:
-                self._finish(scope, record, failure)
-            finally:
-                self.tracing.unbind(tracer_token)
+            if ended:
+                record.completed = True
+            self._finish(scope, record, failure)
 
     def _finish(self, scope: Scope, record: RequestRecord, failure: BaseException | None) -> None:
         """Count the request and write its access line."""
