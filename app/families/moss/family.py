@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,7 +48,15 @@ from app.core.family import (
 from app.families.moss import history
 from app.families.moss.lm.feed import TextFeed
 from app.families.moss.lm.stage import MossLM, load_lm
-from app.families.moss.lm.types import AUDIO_VOCAB, CODE_VALUES, CODEBOOKS, FrameJob, FrameSampling, Turn
+from app.families.moss.lm.types import (
+    AUDIO_VOCAB,
+    CODE_VALUES,
+    CODEBOOKS,
+    FrameJob,
+    FrameSampling,
+    Precision,
+    Turn,
+)
 from app.families.moss.settings import MossSettings
 from app.families.moss.speak import ChunkSchedule
 from app.families.moss.stream import MossTextStream
@@ -96,6 +104,30 @@ def load_codec(settings: MossSettings, device: torch.device) -> MossAudioCodec:
 
     dtype = torch.bfloat16 if settings.MOSS_CODEC_DTYPE == "bfloat16" else torch.float32
     return load(settings.MOSS_CODEC_MODEL, device, with_encoder=settings.MOSS_REFERENCE_VOICES, dtype=dtype)
+
+
+def codec_precision(
+    settings: MossSettings,
+    device_kind: str,
+    *,
+    flags: Iterable[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Precision:
+    """MOSS_CODEC_DTYPE and why: float32 by default (a bf16 encoder changes a voice prompt's codes); bf16
+    asked for on a CPU without bf16 matrix instructions (the codec's rule, ``flags`` and ``env`` default
+    to this CPU's) is flagged ``slow``."""
+    from app.codec.precision import cpu_bf16_matmul, cpu_flags
+
+    dtype = settings.MOSS_CODEC_DTYPE
+    if dtype == "float32":
+        return Precision(dtype, "MOSS_CODEC_DTYPE=float32 (the default: exact voice-prompt codes)")
+    reason = f"MOSS_CODEC_DTYPE={dtype} (explicit)"
+    if device_kind == "cpu":
+        fast, why = cpu_bf16_matmul(cpu_flags() if flags is None else flags, env)
+        if not fast:
+            warning = f"; WARNING: this CPU has {why}, expect it to be many times slower than float32"
+            return Precision(dtype, reason + warning, slow=True)
+    return Precision(dtype, reason)
 
 
 def model_ids(settings: MossSettings) -> tuple[str, ...]:
@@ -170,7 +202,9 @@ class MossFamily:
         setting = "MOSS_DEVICE" if s.MOSS_DEVICE else "DEVICE"
         async with startup_step(setting, s.MOSS_DEVICE or s.DEVICE, "MOSS device"):
             device = resolve_device(s.MOSS_DEVICE or s.DEVICE)
-        log.info("loading MOSS codec %s on %s (%s)", s.MOSS_CODEC_MODEL, device, s.MOSS_CODEC_DTYPE)
+        precision = codec_precision(s, device.type)
+        log_precision = log.warning if precision.slow else log.info
+        log_precision("loading MOSS codec %s on %s (%s)", s.MOSS_CODEC_MODEL, device, precision.reason)
         async with startup_step("MOSS_CODEC_MODEL", s.MOSS_CODEC_MODEL, "MOSS codec"):
             model = await asyncio.to_thread(self.codec_loader, s, device)
         options = MossCodecOptions(
@@ -201,7 +235,7 @@ class MossFamily:
                 if not s.MOSS_REFERENCE_VOICES:
                     raise ValueError("the voice clips need the codec encoder: set MOSS_REFERENCE_VOICES=true")
                 self.voice_codes = await encode_clips(s, self.clips, self.encode_reference)
-        self._details = {"device": str(device), "codec_dtype": s.MOSS_CODEC_DTYPE}
+        self._details = {"device": str(device), "codec": precision.detail()}
         await warm_post_stages()
 
     async def close(self) -> None:
@@ -225,10 +259,14 @@ class MossFamily:
         return ContextWindow(self.lm.max_positions if self.lm is not None else 0, MIN_ROOM_FRAMES)
 
     def details(self) -> dict[str, object]:
-        """Device, codec dtype and the frame engine's choices (dtype, attention, batch)."""
+        """Device, the codec's dtype and why, the frame engine's choices (dtype, attention, batch) and
+        the LM's dtype and why (``precision``)."""
         if self.lm is None:
             return dict(self._details)
-        return {**self._details, "lm": self.lm.engine.details()}
+        lm = self.lm.engine.details()
+        if self.lm.precision is not None:
+            lm["precision"] = self.lm.precision.detail()
+        return {**self._details, "lm": lm}
 
     async def ready(self) -> dict[str, bool]:
         return {

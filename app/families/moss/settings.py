@@ -37,8 +37,8 @@ class MossSettings(ServerSettings):
     MOSS_LM_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         validation_alias=AliasChoices("MOSS_LM_DTYPE", "MOSS_TTS_DTYPE"),
-        description="MOSS LM weights dtype; auto: bf16 on cuda and npu, float32 on cpu (old name "
-        "MOSS_TTS_DTYPE).",
+        description="MOSS LM weights dtype; auto: bf16 on cuda and npu and on a CPU with bf16 matrix "
+        "instructions (AMX or AVX-512-BF16, as CODEC_DTYPE=auto), else float32 (old name MOSS_TTS_DTYPE).",
     )
     MOSS_LM_ATTENTION: Literal["auto", "sdpa", "eager"] = Field(
         "auto",
@@ -77,7 +77,11 @@ class MossSettings(ServerSettings):
         50, ge=1, le=1000, description="Past frames the MOSS repetition penalty looks at, per codebook."
     )
     MOSS_FIRST_CHUNK_FRAMES: int = Field(
-        2, ge=1, le=64, description="Frames in the first MOSS decode (80 ms each): the first audio's size."
+        1,
+        ge=1,
+        le=64,
+        description="Frames in the first MOSS decode (80 ms each): the first audio's size; 1 = as soon as "
+        "the first frame exists.",
     )
     MOSS_MAX_CHUNK_FRAMES: int = Field(
         8, ge=1, le=64, description="Largest MOSS decode; chunk sizes double from the first up to it."
