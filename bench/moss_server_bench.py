@@ -20,9 +20,11 @@ audio until it has NORM_MIN_ESTIMATE_S of it, in both configurations alike).
 
 Configurations (``--configs``), each on the same weights and the same server code:
 
-- ``previous``: the former defaults, MOSS_LM_DTYPE=float32 and MOSS_FIRST_CHUNK_FRAMES=2;
-- ``current``: the defaults, MOSS_LM_DTYPE=auto (bf16 on a CPU with bf16 matrix instructions, see
-  ``app.families.moss.lm.loader.choose_precision``) and MOSS_FIRST_CHUNK_FRAMES=1.
+- ``previous``: the former defaults, MOSS_LM_DTYPE=float32, MOSS_CODEC_DTYPE=float32 and
+  MOSS_FIRST_CHUNK_FRAMES=2;
+- ``current``: the defaults, MOSS_LM_DTYPE=auto and MOSS_CODEC_DTYPE=auto (LM and decoder in bf16 on a
+  CPU with bf16 matrix instructions: ``app.families.moss.lm.loader.choose_precision``,
+  ``app.families.moss.family.codec_precision``) and MOSS_FIRST_CHUNK_FRAMES=1.
 
 Per request: ``first_audio`` = until the first pcm bytes reach the client (prefill, the first decode's
 frames and their decode, the response's start), ``total``; audio-s per wall-s = the seconds of audio of
@@ -46,12 +48,13 @@ from typing import Any
 
 import httpx
 import numpy as np
+import torch
 import uvicorn
 
 from app.config import Settings
 from app.families.moss.codec.config import MossCodecConfig
 from app.families.moss.codec.model import MossAudioCodec
-from app.families.moss.family import FRAMES_PER_SECOND, MossFamily
+from app.families.moss.family import FRAMES_PER_SECOND, MossFamily, codec_precision
 from app.families.moss.fixtures.codec import TINY_MOSS_CONFIG, random_codec
 from app.families.moss.lm.loader import DTYPES, LoadedMoss, choose_precision
 from app.families.moss.lm.prompt import MossPrompter
@@ -74,16 +77,17 @@ PACE = 100.0
 
 @dataclass(frozen=True)
 class Config:
-    """One side of the comparison: the LM dtype setting and the first decode's frames."""
+    """One side of the comparison: the LM and codec dtype settings and the first decode's frames."""
 
     name: str
     lm_dtype: str
+    codec_dtype: str
     first_chunk: int
 
 
 CONFIGS = {
-    "previous": Config("previous", "float32", 2),
-    "current": Config("current", "auto", 1),
+    "previous": Config("previous", "float32", "float32", 2),
+    "current": Config("current", "auto", "auto", 1),
 }
 
 
@@ -175,6 +179,7 @@ def engine_for(
         MODEL_FAMILIES=["moss"],
         MOSS_DEVICE=args.device,
         MOSS_LM_DTYPE=config.lm_dtype,
+        MOSS_CODEC_DTYPE=config.codec_dtype,
         MOSS_REFERENCE_VOICES=False,
         MOSS_MAX_BATCH=max(args.counts),
         MOSS_FIRST_CHUNK_FRAMES=config.first_chunk,
@@ -193,9 +198,12 @@ def engine_for(
         window = min(loaded.max_positions, s.MOSS_CACHE_POSITIONS)
         return MossLM(prompter, engine, window, loaded.precision)
 
-    family = MossFamily(
-        settings, interleave, metrics, lm_loader=lm_loader, codec_loader=lambda s, device: codec.to(device)
-    )
+    def codec_loader(s: Settings, device: torch.device) -> MossAudioCodec:
+        decoder, _ = codec_precision(s, device.type)  # the decoder only: no encoder here
+        codec.to(device).decoder.to(getattr(torch, decoder.dtype))
+        return codec
+
+    family = MossFamily(settings, interleave, metrics, lm_loader=lm_loader, codec_loader=codec_loader)
     registry = VoiceRegistry.of(build_voice_store(settings), 0)
     engine = Engine(
         settings,
@@ -243,6 +251,7 @@ async def run_config(
     return {
         "config": config.name,
         "MOSS_LM_DTYPE": config.lm_dtype,
+        "MOSS_CODEC_DTYPE": config.codec_dtype,
         "MOSS_FIRST_CHUNK_FRAMES": config.first_chunk,
         "lm": ready.get("lm", {}).get("precision"),
         "codec": ready.get("codec"),
@@ -285,9 +294,10 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(report, indent=2))
     print(f"\n{report['cpu']}, {report['cores']} cores, {report['size']}", file=sys.stderr)
     for c in results:
-        lm = c["lm"] or {}
+        lm, decoder = c["lm"] or {}, (c["codec"] or {}).get("decoder", {})
+        first = c["MOSS_FIRST_CHUNK_FRAMES"]
         print(
-            f"{c['config']}: LM {lm.get('dtype')}, first decode {c['MOSS_FIRST_CHUNK_FRAMES']} frames",
+            f"{c['config']}: LM {lm.get('dtype')}, decoder {decoder.get('dtype')}, first decode {first}",
             file=sys.stderr,
         )
         for r in c["runs"]:

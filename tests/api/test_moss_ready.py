@@ -1,5 +1,5 @@
-"""``/ready`` says which dtype each MOSS part runs in and why: the real tiny LM loaded with
-MOSS_LM_DTYPE=auto on faked CPU flags, and the tiny MOSS codec."""
+"""``/ready`` says which dtype each MOSS part runs in and why: the real tiny LM and the tiny MOSS codec
+loaded with MOSS_LM_DTYPE=auto and MOSS_CODEC_DTYPE=auto on faked CPU flags."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.codec import precision as codec_rule
 from app.families.moss.lm import loader
 from app.main import create_app
 from tests.api.conftest import http_settings, serve_app
@@ -33,6 +34,7 @@ async def test_ready_names_each_moss_parts_dtype_and_why(
     why: str,
 ) -> None:
     monkeypatch.setattr(loader, "cpu_flags", lambda: frozenset(flags.split()))
+    monkeypatch.setattr(codec_rule, "cpu_flags", lambda: frozenset(flags.split()))
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     settings = http_settings(
         tiny_codec_dir,
@@ -40,6 +42,8 @@ async def test_ready_names_each_moss_parts_dtype_and_why(
         MODEL_FAMILIES=["neucodec", "moss"],
         MOSS_TTS_MODEL=str(moss_tts_dir),
         MOSS_CODEC_MODEL=str(tiny_moss_codec_dir),
+        MOSS_LM_DTYPE="auto",
+        MOSS_CODEC_DTYPE="auto",
         MOSS_CACHE_POSITIONS=600,
         INTERLEAVE_STORE="memory",
         VOICES_DIR=str(tmp_path / "voices"),
@@ -48,9 +52,10 @@ async def test_ready_names_each_moss_parts_dtype_and_why(
         ready = await client.get("/ready")
     assert ready.status_code == 200
     moss = ready.json()["moss"]  # not the first family: under its name
-    assert moss["codec"] == {
+    assert moss["codec"]["decoder"]["dtype"] == dtype and moss["codec"]["decoder"]["reason"].startswith(why)
+    assert moss["codec"]["encoder"] == {
         "dtype": "float32",
-        "reason": "MOSS_CODEC_DTYPE=float32 (the default: exact voice-prompt codes)",
+        "reason": "auto: float32, exact voice-prompt codes",
     }
     assert moss["lm"]["dtype"] == dtype
     assert moss["lm"]["precision"]["dtype"] == dtype and moss["lm"]["precision"]["reason"].startswith(why)

@@ -55,7 +55,6 @@ async def serve_both(
     values: dict[str, Any] = {
         "MODEL_FAMILIES": ["neucodec", "moss"],
         "MOSS_TTS_MODEL": str(moss_tts_dir),
-        "MOSS_LM_DTYPE": "float32",  # frames compared exactly: auto is bf16 on a CPU with bf16 instructions
         "MOSS_CODEC_MODEL": str(tiny_moss_codec_dir),
         "INTERLEAVE_STORE": "memory",
         "VOICES_DIR": str(tmp_path / "voices"),

@@ -111,7 +111,9 @@ class MossSettings(ServerSettings):
         description="Load the MOSS codec encoder (887M parameters) for voice prompts from reference audio "
         "and registered voices; false = decode only (old name MOSS_VOICE_PROMPTS).",
     )
-    MOSS_CODEC_DTYPE: Literal["float32", "bfloat16"] = Field(
-        "float32",
-        description="MOSS codec transformers and stream state (bf16: 33.9 dB SNR vs fp32; quantizer fp32).",
+    MOSS_CODEC_DTYPE: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="MOSS codec transformers and stream state; auto: the decoder in bf16 on npu and on a "
+        "CPU with bf16 matrix instructions (as CODEC_DTYPE=auto; 34 dB SNR vs fp32), else float32, the "
+        "encoder in float32 (exact voice-prompt codes); float32 | bfloat16: both (quantizer fp32).",
     )

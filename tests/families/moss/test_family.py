@@ -253,11 +253,31 @@ async def test_the_family_is_unavailable_before_start(tiny_moss_codec_dir: Path)
     await parts.family.close()  # safe without a start
 
 
-def test_the_codec_dtype_and_why(tiny_moss_codec_dir: Path) -> None:
-    default = codec_precision(moss_settings(tiny_moss_codec_dir), "cpu", flags=["avx2"], env={})
-    assert (default.dtype, default.slow) == ("float32", False) and "default" in default.reason
+def test_the_codec_dtypes_and_why(tiny_moss_codec_dir: Path) -> None:
+    auto = moss_settings(tiny_moss_codec_dir, MOSS_CODEC_DTYPE="auto")
+    decoder, encoder = codec_precision(auto, "cpu", flags=["avx512_bf16"], env={})
+    assert (decoder.dtype, encoder.dtype) == ("bfloat16", "float32")  # the encoder keeps prompts exact
+    decoder, _ = codec_precision(auto, "cpu", flags=["avx512_bf16"], env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert decoder.dtype == "float32" and "ONEDNN_MAX_CPU_ISA" in decoder.reason
+    assert codec_precision(auto, "cpu", flags=["avx2"], env={})[0].dtype == "float32"
+    assert codec_precision(auto, "cuda", flags=["avx512_bf16"], env={})[0].dtype == "float32"
+    assert codec_precision(auto, "npu", flags=[], env={})[0].dtype == "bfloat16"
     bf16 = moss_settings(tiny_moss_codec_dir, MOSS_CODEC_DTYPE="bfloat16")
-    emulated = codec_precision(bf16, "cpu", flags=["avx2"], env={})
-    assert emulated.dtype == "bfloat16" and emulated.slow and "WARNING" in emulated.reason
-    assert not codec_precision(bf16, "cpu", flags=["avx512_bf16"], env={}).slow
-    assert not codec_precision(bf16, "cuda", flags=["avx2"], env={}).slow
+    emulated, encoder = codec_precision(bf16, "cpu", flags=["avx2"], env={})
+    assert emulated.dtype == encoder.dtype == "bfloat16" and emulated.slow and "WARNING" in emulated.reason
+    assert not codec_precision(bf16, "cpu", flags=["avx512_bf16"], env={})[0].slow
+    assert not codec_precision(bf16, "cuda", flags=["avx2"], env={})[0].slow
+
+
+async def test_auto_loads_a_bf16_decoder_beside_a_float32_encoder(
+    tiny_moss_codec_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.codec import precision as codec_rule
+    from app.families.moss.family import load_codec
+
+    monkeypatch.setattr(codec_rule, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    codec = load_codec(moss_settings(tiny_moss_codec_dir, MOSS_CODEC_DTYPE="auto"), torch.device("cpu"))
+    assert codec.encoder is not None and codec.decoder_dtype == torch.bfloat16
+    assert {p.dtype for p in codec.encoder.parameters()} == {torch.float32}
+    assert {p.dtype for p in codec.quantizer.parameters()} == {torch.float32}

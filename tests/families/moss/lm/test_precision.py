@@ -67,8 +67,7 @@ def test_the_server_loads_the_lm_in_the_chosen_dtype(
 ) -> None:
     monkeypatch.setattr(loader, "cpu_flags", lambda: frozenset(flags.split()))
     monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
-    settings = moss_settings(tiny_moss_codec_dir, MOSS_TTS_MODEL=str(moss_tts_dir))
-    assert settings.MOSS_LM_DTYPE == "auto"
+    settings = moss_settings(tiny_moss_codec_dir, MOSS_TTS_MODEL=str(moss_tts_dir), MOSS_LM_DTYPE="auto")
     lm = load_lm(settings, "cpu")
     weights = {p.dtype for p in lm.engine.loaded.model.parameters()}  # type: ignore[attr-defined]
     assert weights == {expected}
