@@ -3,7 +3,7 @@ full-size random weights (LM and codec), one request alone and several at once, 
 and the previous ones side by side in one run.
 
     python -m bench.moss_server_bench [--device cpu] [--frames 24] [--concurrency 1,4]
-        [--configs previous,current] [--tiny] [--out moss_server_cpu.json]
+        [--configs previous,current] [--first-repeats 3] [--tiny] [--out moss_server_cpu.json]
 
 What runs is the server itself on a loopback port: ``create_app`` under uvicorn, ``POST
 /v1/audio/speech`` with streamed pcm read by an HTTP client, and behind it the speech service
@@ -28,7 +28,9 @@ Configurations (``--configs``), each on the same weights and the same server cod
 
 Per request: ``first_audio`` = until the first pcm bytes reach the client (prefill, the first decode's
 frames and their decode, the response's start), ``total``; audio-s per wall-s = the seconds of audio of
-all the requests at once over the wall time from their start to the last byte. Prints JSON on stdout
+all the requests at once over the wall time from their start to the last byte. Before those runs,
+``--first-repeats`` short requests (4 frames) one after another give the median first audio of a lone
+request. Prints JSON on stdout
 and a table on stderr; ``--out`` writes the JSON to ``bench/results/``.
 """
 
@@ -227,6 +229,10 @@ async def run_config(
         async with serving(settings, engine) as url, httpx.AsyncClient(base_url=url, timeout=3600) as client:
             ready = (await client.get("/ready")).json()
             await one(client, 4, seed=0, started=time.perf_counter())  # warm-up
+            lone_firsts: list[float] = []
+            for i in range(args.first_repeats):  # short requests, one after another
+                lone = await one(client, 4, seed=50 + i, started=time.perf_counter())
+                lone_firsts.append(lone["first_audio_s"])
             for n in args.counts:
                 started = time.perf_counter()
                 results = await asyncio.gather(
@@ -255,6 +261,8 @@ async def run_config(
         "MOSS_FIRST_CHUNK_FRAMES": config.first_chunk,
         "lm": ready.get("lm", {}).get("precision"),
         "codec": ready.get("codec"),
+        "first_audio_alone_s": lone_firsts,
+        "first_audio_alone_s_median": statistics.median(lone_firsts) if lone_firsts else None,
         "runs": runs,
     }
 
@@ -270,6 +278,9 @@ def with_dtype(loaded: LoadedMoss, setting: str) -> LoadedMoss:
 def main(argv: list[str] | None = None) -> None:
     parser = moss_parser(__doc__, frames=24, concurrency="1,4")
     parser.add_argument("--configs", default="previous,current", help="of: " + ", ".join(CONFIGS))
+    parser.add_argument(
+        "--first-repeats", type=int, default=3, help="short lone requests timed for the first audio (median)"
+    )
     args = parser.parse_args(argv)
     args.model_dir = ""
     args.dtype = "float32"  # built in float32, cast for each configuration
@@ -300,6 +311,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{c['config']}: LM {lm.get('dtype')}, decoder {decoder.get('dtype')}, first decode {first}",
             file=sys.stderr,
         )
+        if c["first_audio_alone_s"]:
+            print(
+                f"  first audio alone, median of {len(c['first_audio_alone_s'])}: "
+                f"{c['first_audio_alone_s_median']:.2f} s",
+                file=sys.stderr,
+            )
         for r in c["runs"]:
             ratio = f" (x{r['vs_one_request']:.2f} of one)" if r["vs_one_request"] else ""
             print(
