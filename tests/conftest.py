@@ -41,6 +41,11 @@ def make_settings(of: type[ServerSettings] = Settings, **overrides: object) -> A
     fresh directory of their own (not ``voices/`` in the checkout), so no test sees another's voices or
     cached encodes."""
     overrides.setdefault("VOICES_DIR", tempfile.mkdtemp(prefix="tts-voices-"))
+    # frames and audio are compared exactly: MOSS in float32 on every machine (auto picks bf16 on a CPU
+    # with bf16 matrix instructions) unless a test asks for its dtype
+    for name in ("MOSS_LM_DTYPE", "MOSS_CODEC_DTYPE"):
+        if name in of.model_fields:
+            overrides.setdefault(name, "float32")
     return of(_env_file=None, **overrides)
 
 

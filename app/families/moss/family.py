@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,7 +48,15 @@ from app.core.family import (
 from app.families.moss import history
 from app.families.moss.lm.feed import TextFeed
 from app.families.moss.lm.stage import MossLM, load_lm
-from app.families.moss.lm.types import AUDIO_VOCAB, CODE_VALUES, CODEBOOKS, FrameJob, FrameSampling, Turn
+from app.families.moss.lm.types import (
+    AUDIO_VOCAB,
+    CODE_VALUES,
+    CODEBOOKS,
+    FrameJob,
+    FrameSampling,
+    Precision,
+    Turn,
+)
 from app.families.moss.settings import MossSettings
 from app.families.moss.speak import ChunkSchedule
 from app.families.moss.stream import MossTextStream
@@ -89,13 +97,58 @@ CodecLoader = Callable[[MossSettings, "torch.device"], "MossAudioCodec"]
 
 def load_codec(settings: MossSettings, device: torch.device) -> MossAudioCodec:
     """MOSS_CODEC_MODEL on ``device``: its encoder only with MOSS_REFERENCE_VOICES, its transformers in
-    MOSS_CODEC_DTYPE."""
+    the dtypes ``codec_precision`` chooses."""
     import torch
 
     from app.families.moss.codec.loading import load_codec as load
 
-    dtype = torch.bfloat16 if settings.MOSS_CODEC_DTYPE == "bfloat16" else torch.float32
-    return load(settings.MOSS_CODEC_MODEL, device, with_encoder=settings.MOSS_REFERENCE_VOICES, dtype=dtype)
+    decoder, encoder = codec_precision(settings, device.type)
+    return load(
+        settings.MOSS_CODEC_MODEL,
+        device,
+        with_encoder=settings.MOSS_REFERENCE_VOICES,
+        dtype=getattr(torch, decoder.dtype),
+        encoder_dtype=getattr(torch, encoder.dtype),
+    )
+
+
+def codec_precision(
+    settings: MossSettings,
+    device_kind: str,
+    *,
+    flags: Iterable[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[Precision, Precision]:
+    """The decoder's and the encoder's dtype for MOSS_CODEC_DTYPE, and why. ``auto``: the decoder by the
+    codec's hardware rule (bf16 on npu and on a CPU with bf16 matrix instructions; ``flags`` and ``env``
+    default to this CPU's), float32 elsewhere; the encoder in float32 (a bf16 encoder changes a voice
+    prompt's codes). An explicit dtype sets both; bf16 asked for on a CPU without bf16 matrix
+    instructions is flagged ``slow``."""
+    from app.codec.precision import cpu_bf16_matmul
+
+    setting = settings.MOSS_CODEC_DTYPE
+    fast, why = (False, "") if device_kind != "cpu" else cpu_bf16_matmul(_flags(flags), env)
+    if setting != "auto":
+        reason = f"MOSS_CODEC_DTYPE={setting} (explicit)"
+        if setting != "float32" and device_kind == "cpu" and not fast:
+            reason += f"; WARNING: this CPU has {why}, expect it to be many times slower than float32"
+            return Precision(setting, reason, slow=True), Precision(setting, reason, slow=True)
+        return Precision(setting, reason), Precision(setting, reason)
+    encoder = Precision("float32", "auto: float32, exact voice-prompt codes")
+    if device_kind == "npu":
+        return Precision("bfloat16", "auto: NPU, bf16 is its native matrix format"), encoder
+    if device_kind != "cpu":
+        return Precision("float32", f"auto: {device_kind}, float32"), encoder
+    if fast:
+        reason = f"auto: CPU with bf16 matrix instructions ({why}); bf16 audio 34 dB SNR against float32"
+        return Precision("bfloat16", reason), encoder
+    return Precision("float32", f"auto: CPU without fast bf16 ({why}), float32"), encoder
+
+
+def _flags(flags: Iterable[str] | None) -> Iterable[str]:
+    from app.codec.precision import cpu_flags
+
+    return cpu_flags() if flags is None else flags
 
 
 def model_ids(settings: MossSettings) -> tuple[str, ...]:
@@ -170,7 +223,16 @@ class MossFamily:
         setting = "MOSS_DEVICE" if s.MOSS_DEVICE else "DEVICE"
         async with startup_step(setting, s.MOSS_DEVICE or s.DEVICE, "MOSS device"):
             device = resolve_device(s.MOSS_DEVICE or s.DEVICE)
-        log.info("loading MOSS codec %s on %s (%s)", s.MOSS_CODEC_MODEL, device, s.MOSS_CODEC_DTYPE)
+        decoder, encoder = codec_precision(s, device.type)
+        log_precision = log.warning if decoder.slow else log.info
+        log_precision(
+            "loading MOSS codec %s on %s: decoder %s (%s), encoder %s",
+            s.MOSS_CODEC_MODEL,
+            device,
+            decoder.dtype,
+            decoder.reason,
+            encoder.dtype if s.MOSS_REFERENCE_VOICES else "not loaded",
+        )
         async with startup_step("MOSS_CODEC_MODEL", s.MOSS_CODEC_MODEL, "MOSS codec"):
             model = await asyncio.to_thread(self.codec_loader, s, device)
         options = MossCodecOptions(
@@ -201,7 +263,10 @@ class MossFamily:
                 if not s.MOSS_REFERENCE_VOICES:
                     raise ValueError("the voice clips need the codec encoder: set MOSS_REFERENCE_VOICES=true")
                 self.voice_codes = await encode_clips(s, self.clips, self.encode_reference)
-        self._details = {"device": str(device), "codec_dtype": s.MOSS_CODEC_DTYPE}
+        parts = {"decoder": decoder.detail()} | (
+            {"encoder": encoder.detail()} if s.MOSS_REFERENCE_VOICES else {}
+        )
+        self._details = {"device": str(device), "codec": parts}
         await warm_post_stages()
 
     async def close(self) -> None:
@@ -225,10 +290,14 @@ class MossFamily:
         return ContextWindow(self.lm.max_positions if self.lm is not None else 0, MIN_ROOM_FRAMES)
 
     def details(self) -> dict[str, object]:
-        """Device, codec dtype and the frame engine's choices (dtype, attention, batch)."""
+        """Device, the codec's dtype and why, the frame engine's choices (dtype, attention, batch) and
+        the LM's dtype and why (``precision``)."""
         if self.lm is None:
             return dict(self._details)
-        return {**self._details, "lm": self.lm.engine.details()}
+        lm = self.lm.engine.details()
+        if self.lm.precision is not None:
+            lm["precision"] = self.lm.precision.detail()
+        return {**self._details, "lm": lm}
 
     async def ready(self) -> dict[str, bool]:
         return {

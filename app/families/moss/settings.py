@@ -37,8 +37,8 @@ class MossSettings(ServerSettings):
     MOSS_LM_DTYPE: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
         validation_alias=AliasChoices("MOSS_LM_DTYPE", "MOSS_TTS_DTYPE"),
-        description="MOSS LM weights dtype; auto: bf16 on cuda and npu, float32 on cpu (old name "
-        "MOSS_TTS_DTYPE).",
+        description="MOSS LM weights dtype; auto: bf16 on cuda and npu and on a CPU with bf16 matrix "
+        "instructions (AMX or AVX-512-BF16, as CODEC_DTYPE=auto), else float32 (old name MOSS_TTS_DTYPE).",
     )
     MOSS_LM_ATTENTION: Literal["auto", "sdpa", "eager"] = Field(
         "auto",
@@ -77,7 +77,11 @@ class MossSettings(ServerSettings):
         50, ge=1, le=1000, description="Past frames the MOSS repetition penalty looks at, per codebook."
     )
     MOSS_FIRST_CHUNK_FRAMES: int = Field(
-        2, ge=1, le=64, description="Frames in the first MOSS decode (80 ms each): the first audio's size."
+        1,
+        ge=1,
+        le=64,
+        description="Frames in the first MOSS decode (80 ms each): the first audio's size; 1 = as soon as "
+        "the first frame exists.",
     )
     MOSS_MAX_CHUNK_FRAMES: int = Field(
         8, ge=1, le=64, description="Largest MOSS decode; chunk sizes double from the first up to it."
@@ -107,7 +111,9 @@ class MossSettings(ServerSettings):
         description="Load the MOSS codec encoder (887M parameters) for voice prompts from reference audio "
         "and registered voices; false = decode only (old name MOSS_VOICE_PROMPTS).",
     )
-    MOSS_CODEC_DTYPE: Literal["float32", "bfloat16"] = Field(
-        "float32",
-        description="MOSS codec transformers and stream state (bf16: 33.9 dB SNR vs fp32; quantizer fp32).",
+    MOSS_CODEC_DTYPE: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="MOSS codec transformers and stream state; auto: the decoder in bf16 on npu and on a "
+        "CPU with bf16 matrix instructions (as CODEC_DTYPE=auto; 34 dB SNR vs fp32), else float32, the "
+        "encoder in float32 (exact voice-prompt codes); float32 | bfloat16: both (quantizer fp32).",
     )

@@ -1,8 +1,8 @@
 """Frames -> PCM for one utterance: the engine's frames go to the utterance's codec stream as they come.
 
 Chunking: the first decode waits for ``first`` frames (80 ms each), then chunk sizes double up to
-``largest`` (2, 4, 8, 8, ... by default): the first audio leaves after a couple of frames, and later
-decodes are bigger (fewer codec calls) while the audio already sent plays. When more frames than the
+``largest`` (1, 2, 4, 8, 8, ... by default): the first audio leaves as soon as the first frame exists,
+and later decodes are bigger (fewer codec calls) while the audio already sent plays. When more frames than the
 next size are waiting (the LM ran ahead of the codec), one decode takes them all, up to ``largest``.
 The codec stream is causal and keeps its own state, so chunks need no overlap or crossfade: the audio is
 ``1920 * frames`` samples, the same for any chunking (to float rounding). What is left when the LM ends
@@ -28,7 +28,7 @@ Decode = Callable[[np.ndarray], Awaitable[np.ndarray]]
 class ChunkSchedule:
     """Decode sizes in frames: ``first``, then doubling up to ``largest``."""
 
-    first: int = 2
+    first: int = 1
     largest: int = 8
 
     def __post_init__(self) -> None:

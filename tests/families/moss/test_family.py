@@ -16,7 +16,7 @@ import torch
 from app.core.errors import BackendError, InvalidRequest, Unavailable
 from app.core.family import ReferenceVoice, Sampling, SpeechJob
 from app.core.stats import UtteranceStats
-from app.families.moss.family import MIN_ROOM_FRAMES, MossFamily, model_ids
+from app.families.moss.family import MIN_ROOM_FRAMES, MossFamily, codec_precision, model_ids
 from app.families.moss.lm.types import FrameJob
 from app.families.moss.voices import DEFAULT_VOICE
 from tests.fakes.fake_moss import FRAMES_PER_ID, SYSTEM_ROWS
@@ -74,7 +74,7 @@ async def test_frames_stream_through_the_codec(moss: Parts) -> None:
         whole = codec.codec.decode(torch.from_numpy(frames)).numpy()
     np.testing.assert_allclose(audio, whole, atol=1e-4, rtol=1e-4)  # the engine's frames, in order
     assert (stats.codes, stats.samples, stats.finish_reason) == (10, 10 * FRAME, "stop")
-    assert stats.prompt_tokens == SYSTEM_ROWS + 5 and stats.decodes == 3  # 2 + 4 + the last 4
+    assert stats.prompt_tokens == SYSTEM_ROWS + 5 and stats.decodes == 4  # 1 + 2 + 4 + the last 3
     assert codec.live_streams == 0 and moss.engine.open_rows == 0
 
 
@@ -83,7 +83,7 @@ async def test_closing_the_stream_closes_the_engine_row_and_the_codec_stream(mos
     stats = UtteranceStats()
     chunks = (await moss.family.plan(job(moss.family, " ".join(["word"] * 40)))).stream(stats)
     first = await anext(chunks)
-    assert first.size == 2 * FRAME  # the first decode is MOSS_FIRST_CHUNK_FRAMES frames
+    assert first.size == FRAME  # the first decode is MOSS_FIRST_CHUNK_FRAMES (1) frames
     assert moss.engine.open_rows == 1
     await chunks.aclose()
     assert (
@@ -251,3 +251,33 @@ async def test_the_family_is_unavailable_before_start(tiny_moss_codec_dir: Path)
         await parts.family.plan(job(parts.family))
     assert await parts.family.ready() == {"codec": False, "lm": False}
     await parts.family.close()  # safe without a start
+
+
+def test_the_codec_dtypes_and_why(tiny_moss_codec_dir: Path) -> None:
+    auto = moss_settings(tiny_moss_codec_dir, MOSS_CODEC_DTYPE="auto")
+    decoder, encoder = codec_precision(auto, "cpu", flags=["avx512_bf16"], env={})
+    assert (decoder.dtype, encoder.dtype) == ("bfloat16", "float32")  # the encoder keeps prompts exact
+    decoder, _ = codec_precision(auto, "cpu", flags=["avx512_bf16"], env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert decoder.dtype == "float32" and "ONEDNN_MAX_CPU_ISA" in decoder.reason
+    assert codec_precision(auto, "cpu", flags=["avx2"], env={})[0].dtype == "float32"
+    assert codec_precision(auto, "cuda", flags=["avx512_bf16"], env={})[0].dtype == "float32"
+    assert codec_precision(auto, "npu", flags=[], env={})[0].dtype == "bfloat16"
+    bf16 = moss_settings(tiny_moss_codec_dir, MOSS_CODEC_DTYPE="bfloat16")
+    emulated, encoder = codec_precision(bf16, "cpu", flags=["avx2"], env={})
+    assert emulated.dtype == encoder.dtype == "bfloat16" and emulated.slow and "WARNING" in emulated.reason
+    assert not codec_precision(bf16, "cpu", flags=["avx512_bf16"], env={})[0].slow
+    assert not codec_precision(bf16, "cuda", flags=["avx2"], env={})[0].slow
+
+
+async def test_auto_loads_a_bf16_decoder_beside_a_float32_encoder(
+    tiny_moss_codec_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.codec import precision as codec_rule
+    from app.families.moss.family import load_codec
+
+    monkeypatch.setattr(codec_rule, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    codec = load_codec(moss_settings(tiny_moss_codec_dir, MOSS_CODEC_DTYPE="auto"), torch.device("cpu"))
+    assert codec.encoder is not None and codec.decoder_dtype == torch.bfloat16
+    assert {p.dtype for p in codec.encoder.parameters()} == {torch.float32}
+    assert {p.dtype for p in codec.quantizer.parameters()} == {torch.float32}

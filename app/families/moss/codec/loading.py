@@ -109,10 +109,12 @@ def load_codec(
     *,
     with_encoder: bool = True,
     dtype: torch.dtype = torch.float32,
+    encoder_dtype: torch.dtype | None = None,
 ) -> MossAudioCodec:
     """Build the codec of ``source`` (directory or HF id), load its weights strictly, eval mode.
 
-    ``dtype`` applies to the transformer stages only; the quantizer always runs in float32.
+    ``dtype`` applies to the decoder's transformer stages, ``encoder_dtype`` (default ``dtype``) to the
+    encoder's; the quantizer always runs in float32.
     """
     directory = resolve_source(source)
     try:
@@ -125,8 +127,7 @@ def load_codec(
     check_layout(model, state, str(directory))
     model.to_empty(device=device)
     model.load_state_dict(state, strict=True)
-    if dtype != torch.float32:
-        model.decoder.to(dtype)
-        if model.encoder is not None:
-            model.encoder.to(dtype)
+    model.decoder.to(dtype)
+    if model.encoder is not None:
+        model.encoder.to(dtype if encoder_dtype is None else encoder_dtype)
     return model.eval()

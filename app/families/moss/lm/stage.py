@@ -1,6 +1,6 @@
 """The family's view of the LM stage (``app.families.moss.lm``): a prompter that builds jobs, a frame engine
-that
-streams frames, and the backbone window; ``load_lm`` builds the real ones (imported only then).
+that streams frames, the backbone window and the weights' precision; ``load_lm`` builds the real ones
+(imported only then).
 
 The protocols name exactly what the family uses, so tests drive the family with a stand-in engine and
 prompter and the real ones are built only when the family starts.
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from app.families.moss.lm.feed import TextFeed
-from app.families.moss.lm.types import FrameJob, FrameSampling, Turn
+from app.families.moss.lm.types import FrameJob, FrameSampling, Precision, Turn
 from app.families.moss.settings import MossSettings
 
 
@@ -84,6 +84,8 @@ class MossLM:
     max_positions: int
     """Rows one job may take, its prefill plus its frames: the backbone window, or the engine's cache
     budget when that is smaller."""
+    precision: Precision | None = None
+    """The weights' dtype and why (``loader.choose_precision``); None for a stand-in LM."""
 
 
 def load_lm(settings: MossSettings, device: str) -> MossLM:
@@ -110,4 +112,4 @@ def load_lm(settings: MossSettings, device: str) -> MossLM:
         prefill_rows=settings.MOSS_PREFILL_ROWS or None,
     )
     window = min(loaded.max_positions, settings.MOSS_CACHE_POSITIONS)
-    return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, window)
+    return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, window, loaded.precision)

@@ -1,4 +1,5 @@
-"""What a MOSS-TTS-Realtime generation is made of: its sampling settings, its rows, its history turns.
+"""What a MOSS-TTS-Realtime generation is made of: its sampling settings, its rows, its history turns; and
+the precision a MOSS part runs in.
 
 Rows are ``[text_id, a1..a16]`` int64 (one text token and one code per codebook, 17 columns). Audio cells
 hold a code 0..1023 or one of the three specials below. Importing this module loads no model library.
@@ -71,3 +72,16 @@ class SpecialIds:
     audio_pad: int  # <|audio_pad|>: one row per reference frame
     text_pad: int  # <|text_pad|>: the text column once the text is used up
     pad: int  # the tokenizer's pad token
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The dtype a MOSS part runs in and why it was chosen (``/ready`` and the startup log say it)."""
+
+    dtype: str  # float32 | bfloat16 | float16
+    reason: str
+    slow: bool = False  # an explicit dtype this CPU can only emulate (logged as a warning)
+
+    def detail(self) -> dict[str, object]:
+        """What ``/ready`` shows about it."""
+        return {"dtype": self.dtype, "reason": self.reason}

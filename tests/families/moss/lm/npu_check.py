@@ -49,7 +49,7 @@ async def check(npu: object, directory: Path) -> None:
     cpu = loader.load_moss_lm(str(directory), device="cpu", dtype="bfloat16", attention="sdpa")
     expected = await frames(cpu)
     loader.materialize = lambda model, device: model.to_empty(device="cpu")  # host-backed weights
-    on_npu = loader.load_moss_lm(str(directory), device="npu:0")
+    on_npu = loader.load_moss_lm(str(directory), device="npu:0", dtype="auto")
     assert on_npu.device == torch.device("npu:0")
     assert on_npu.dtype == torch.bfloat16 and on_npu.attention == "sdpa"  # the accelerator defaults
     assert MossFrameEngine(on_npu).details()["device"] == "npu:0"

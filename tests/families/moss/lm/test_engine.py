@@ -299,7 +299,7 @@ def test_npu_path_with_a_stand_in_torch_npu() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 async def test_cuda_defaults_and_batched_equals_alone_on_cuda(moss_tts_dir: Path) -> None:
-    cuda = load_moss_lm(str(moss_tts_dir), device="cuda")
+    cuda = load_moss_lm(str(moss_tts_dir), device="cuda", dtype="auto")
     assert cuda.dtype == torch.bfloat16 and cuda.attention == "sdpa"
     exact = load_moss_lm(str(moss_tts_dir), device="cuda", dtype="float32")
     prompter = MossPrompter(exact.tokenizer, exact.ids)
