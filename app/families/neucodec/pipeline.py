@@ -77,6 +77,7 @@ async def synthesize(
     finally:
         with anyio.CancelScope(shield=True):
             await stream.aclose()
+        stats.stall_s += stitcher.stall_s
         stats.prompt_tokens = stream.prompt_tokens
         stats.finish_reason = stream.finish_reason
         stats.generation_s = time.perf_counter() - started

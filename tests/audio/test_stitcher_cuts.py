@@ -1,0 +1,121 @@
+"""Stitcher deadline cuts and the simulated listener: a window cut at the codes that exist when the
+listener is about to run dry, the stall measure, and what stays as it was without pressure."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from app.audio.stitcher import DeadlineCuts, Playback, Stitcher, StitchSchedule
+from tests.audio.test_stitcher import SPT, FakeDecoder, joined, random_codes, random_sizes, stitch
+
+RATE = SPT * 50  # samples per second: one code is 20 ms
+CUTS = DeadlineCuts(min_margin_s=0.1, margin_factor=0.0, min_cut_tokens=3)
+# first 10, growth 6, max 100, future 2, past 3, 48-sample crossfade
+SCHEDULE = StitchSchedule(10, 6.0, 100, 2, 3, 48, cuts=CUTS)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_playback_counts_the_time_the_buffer_stood_empty() -> None:
+    playback = Playback(sample_rate=100)
+    playback.emit(50, now=10.0)  # 0.5 s of audio: plays until 10.5
+    playback.emit(50, now=10.2)  # in time: plays until 11.0
+    playback.emit(100, now=11.3)  # 0.3 s late: plays from 11.3 to 12.3
+    assert playback.end == pytest.approx(12.3) and playback.stall_s == pytest.approx(0.3)
+
+
+async def test_a_window_is_cut_at_what_exists_when_the_listener_runs_short() -> None:
+    clock = Clock()
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, SCHEDULE, clock=clock, sample_rate=RATE)
+    codes = random_codes(200)
+    out = await stitcher.push(codes[:12])  # window 0: 10 own + 2 future; plays 10 codes - 24 samples
+    assert len(decoder.calls) == 1 and out
+    left = stitcher.deadline()
+    assert left is not None
+    clock.now = left - 0.2  # 0.2 s of audio left: more than the margin, no cut
+    out += await stitcher.push(codes[12:20])
+    assert len(decoder.calls) == 1
+    clock.now = left - 0.05  # now less than the 0.1 s margin: cut at the 20 codes there are
+    out += await stitcher.push(codes[20:21])
+    assert decoder.calls[1] == codes[7:21]  # past 3 + own [10, 19) + future 2
+    assert stitcher.cut_windows == 1 and stitcher.stall_s == 0.0
+    # the schedule resumes with the window that was cut short (60 codes from 19)
+    out += await stitcher.push(codes[21:80])
+    assert len(decoder.calls) == 2  # 19 + 60 + 2 = 81 codes: not yet
+    out += await stitcher.push(codes[80:81])
+    assert decoder.calls[2] == codes[16:81]
+    out += await stitcher.flush()
+    np.testing.assert_array_equal(joined(out), decoder.decode_now(codes[:81]))
+
+
+async def test_no_cut_below_the_fewest_codes_a_cut_may_own() -> None:
+    clock = Clock()
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, SCHEDULE, clock=clock, sample_rate=RATE)
+    await stitcher.push(random_codes(12))
+    clock.now = 100.0  # the listener ran dry long ago
+    await stitcher.push([1, 2, 3, 4])  # 16 codes: a cut owns [10, 14), 2 are its future context
+    assert len(decoder.calls) == 2 and stitcher.cut_windows == 1
+    await stitcher.push([5, 6, 7])  # 19 - 2 = 17: 3 codes of its own, the fewest a cut may own
+    assert len(decoder.calls) == 3
+    await stitcher.push([8, 9])  # 21 - 2 = 19: 2 codes only: waits
+    assert len(decoder.calls) == 3
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_cut_windows_emit_every_sample_once_and_stay_within_the_budget(seed: int) -> None:
+    """Codes arrive at random times in random pieces; whatever is cut, the chunks add up to n codes of
+    audio, a local decoder's output equals the one-shot decode (no context effects), and the utterance
+    decodes at most (1 + budget) codes per code unless its fixed contexts alone need more."""
+    rng = random.Random(seed)
+    schedule = StitchSchedule(10, 6.0, 100, 2, 3, 0, redecode_budget=0.5, cuts=CUTS)
+    clock = Clock()
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, schedule, clock=clock, sample_rate=RATE)
+    n = rng.randrange(50, 400)
+    codes = random_codes(n, seed)
+    chunks: list[np.ndarray] = []
+    pos = 0
+    for size in random_sizes(rng, n):
+        clock.now += rng.random() * 0.2
+        chunks += await stitcher.push(codes[pos : pos + size])
+        pos += size
+    chunks += await stitcher.flush()
+    audio = joined(chunks)
+    np.testing.assert_array_equal(audio, decoder.decode_now(codes))
+    assert stitcher.decoded == sum(len(call) for call in decoder.calls)
+    windows = len(decoder.calls)
+    fixed = n + windows * (schedule.past_tokens + schedule.future_tokens)
+    assert stitcher.decoded <= max(n * 1.5, fixed)
+
+
+async def test_with_cuts_and_no_pressure_the_output_is_the_planned_schedule() -> None:
+    """An LM faster than the listener (all codes at once, or a clock that never moves): no cut, the
+    same windows and the same audio as without cuts, however the codes were split."""
+    plain = StitchSchedule(**{**SCHEDULE.__dict__, "cuts": None})
+    codes = random_codes(300)
+    reference = FakeDecoder(context=True)
+    expected = joined(await stitch(plain, codes, [], reference))
+    rng = random.Random(1)
+    for _ in range(5):
+        decoder = FakeDecoder(context=True)
+        got = joined(await stitch(SCHEDULE, codes, random_sizes(rng, 300), decoder))
+        assert decoder.calls == reference.calls
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_bad_cut_settings_are_rejected() -> None:
+    with pytest.raises(ValueError, match="bad deadline cuts"):
+        DeadlineCuts(min_cut_tokens=0)
+    with pytest.raises(ValueError, match="bad deadline cuts"):
+        DeadlineCuts(min_margin_s=-1)
