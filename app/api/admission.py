@@ -30,7 +30,7 @@ from app.observability.metrics import Metrics
 class Viability:
     """The viability check's settings (VIABILITY_*)."""
 
-    need: float = 1.3  # codec audio seconds per second one stream needs
+    need: float = 1.5  # codec audio seconds per second one stream needs
     lm_floor: float = 0.8  # share of real time (50 tokens/s) a stream's LM must keep
     wait_s: float = 3.0  # longest wait for room at the measured rates
 

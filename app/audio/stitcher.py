@@ -37,16 +37,16 @@ plays in real time; each decode is handed the moment it will have played everyth
 codec serves the earliest deadline first, so a stream with seconds of audio buffered yields to streams
 that have none. ``stall_s`` is the time the listener's buffer was empty before the end.
 
-Deadline cuts (``deadline_cuts``): when codes arrive slower than the schedule's windows need (an LM
-at a served model's pace), a window whose codes are not all there yet is cut at what exists as soon as
-the listener has less than ``cut_margin`` of audio left: it owns ``[s, m - future_tokens)`` of the
-``m`` codes that have arrived (at least ``min_cut_tokens`` of its own, else it waits) and decodes them
-with the usual past and future context; the schedule then resumes with the window it cut short
-(``seg`` unchanged). ``cut_margin`` is the larger of ``min_margin_s`` and ``margin_factor`` times this
-stream's last decode (queueing included), so a loaded codec cuts earlier. With cuts the window
-list depends on when codes arrived, not on ``n`` alone: the output is chunking-independent only while
-no cut happens (an LM faster than the listener needs, or cuts off). The last window's budget counts the
-codes actually decoded.
+Deadline cuts (the schedule's ``cuts``): when codes arrive slower than the schedule's windows need (an
+LM at a served model's pace), the caller waits for the next codes only ``cut_due_in()`` seconds: until
+the listener has ``margin`` of audio left, the larger of ``min_margin_s`` and ``margin_factor`` times
+this stream's last decode (queueing included, so a loaded codec cuts earlier). If no codes came by then,
+``cut()`` decodes a window cut at the ``m`` codes that exist: it owns ``[s, m - future_tokens)`` (at
+least ``min_cut_tokens`` of its own, else no cut is due) with the usual past and future context, and the
+schedule resumes with the window it cut short (``seg`` unchanged). An LM that sends everything at once
+is never cut (the end of its stream comes before any deadline). With cuts the window list depends on
+when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
+The last window's budget counts the codes actually decoded.
 
 Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
 (plus any bucket slack or budget). With the server's defaults (see ``app/core/defaults.py``) an
@@ -92,8 +92,8 @@ class DeadlineCuts:
     """When a stream cuts a window at the codes that exist (module docstring, "Deadline cuts")."""
 
     min_margin_s: float = 0.08  # cut when the listener has less than this much audio left ...
-    margin_factor: float = 2.0  # ... or less than this many times the stream's last decode
-    min_cut_tokens: int = 5  # fewest codes a cut window owns
+    margin_factor: float = 1.5  # ... or less than this many times the stream's last decode
+    min_cut_tokens: int = 10  # fewest codes a cut window owns
 
     def __post_init__(self) -> None:
         if not (self.min_margin_s >= 0 and self.margin_factor >= 0 and self.min_cut_tokens >= 1):
@@ -347,34 +347,37 @@ class Stitcher:
         self._codes.extend(codes)
         while True:
             lo, end, stop = self._schedule.window(self._start, self._seg)
-            if len(self._codes) >= stop:
-                chunk = await self._window(lo, self._start, end, stop, last=False)
-                self._start, self._seg = end, self._schedule.next_window(self._seg)
-            elif (cut := self._cut()) is not None:
-                lo, end, stop = cut
-                chunk = await self._window(lo, self._start, end, stop, last=False)
-                self._start = end
-                self.cut_windows += 1
-            else:
+            if len(self._codes) < stop:
                 return
+            chunk = await self._window(lo, self._start, end, stop, last=False)
+            self._start, self._seg = end, self._schedule.next_window(self._seg)
             if chunk.size:
                 yield chunk
 
-    def _cut(self) -> tuple[int, int, int] | None:
-        """``(lo, end, stop)`` of a window cut at the codes that exist, when the listener is about to run
-        dry and enough codes are there (module docstring, "Deadline cuts"); else None."""
+    def cut_due_in(self) -> float | None:
+        """Seconds until a window should be cut at the codes that exist (0: now), or None while no cut
+        can happen (cuts off, nothing played yet, or fewer than ``min_cut_tokens`` codes of its own)."""
         cuts, ends = self._cuts, self.playback.end
-        if cuts is None or ends is None:
+        if cuts is None or ends is None or self._finished:
+            return None
+        if len(self._codes) - self._schedule.future_tokens - self._start < cuts.min_cut_tokens:
             return None
         margin = max(cuts.min_margin_s, cuts.margin_factor * self._last_decode_s)
-        if ends - self._clock() > margin:
-            return None
-        schedule = self._schedule
+        return max(0.0, ends - margin - self._clock())
+
+    async def cut(self) -> list[np.ndarray]:
+        """Decode the next window cut at the codes that exist (module docstring, "Deadline cuts"); its
+        chunk, or nothing when no cut can happen. The caller calls it when ``cut_due_in()`` has passed
+        while no codes came."""
+        if self.cut_due_in() is None:
+            return []
         stop = len(self._codes)
-        end = stop - schedule.future_tokens
-        if end - self._start < cuts.min_cut_tokens:
-            return None
-        return self._start - min(schedule.past_tokens, self._start), end, stop
+        end = stop - self._schedule.future_tokens
+        lo = self._start - min(self._schedule.past_tokens, self._start)
+        chunk = await self._window(lo, self._start, end, stop, last=False)
+        self._start = end
+        self.cut_windows += 1
+        return [chunk] if chunk.size else []
 
     @property
     def stall_s(self) -> float:

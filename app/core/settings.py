@@ -318,7 +318,7 @@ class ObservabilitySettings(BaseSettings):
         "codec and LM rates (else wait VIABILITY_WAIT_S, then 429).",
     )
     VIABILITY_CODEC_NEED: float = Field(
-        1.3, gt=0, le=10, description="Codec audio seconds per second one real-time stream needs."
+        1.5, gt=0, le=10, description="Codec audio seconds per second one real-time stream needs."
     )
     VIABILITY_LM_FLOOR: float = Field(
         0.8, ge=0, le=10, description="Share of real time (50 tokens/s) each stream's LM must keep."
