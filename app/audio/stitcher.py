@@ -42,8 +42,10 @@ LM at a served model's pace), the caller waits for the next codes only ``cut_due
 the listener has ``margin`` of audio left, the larger of ``min_margin_s`` and ``margin_factor`` times
 this stream's last decode (queueing included, so a loaded codec cuts earlier). If no codes came by then,
 ``cut()`` decodes a window cut at the ``m`` codes that exist: it owns ``[s, m - future_tokens)`` (at
-least ``min_cut_tokens`` of its own, else no cut is due) with the usual past and future context, and the
-schedule resumes with the window it cut short (``seg`` unchanged). An LM that sends everything at once
+least ``min_cut_tokens`` of its own and ``cut_growth`` times what the window before it owned, else no
+cut is due: windows cut under pressure still grow, since a decode has a fixed cost and a stream of
+small windows would take more codec time than its audio lasts) with the usual past and future context,
+and the schedule resumes with the window it cut short (``seg`` unchanged). An LM that sends everything at once
 is never cut (the end of its stream comes before any deadline). With cuts the window list depends on
 when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
 The last window's budget counts the codes actually decoded.
@@ -93,10 +95,12 @@ class DeadlineCuts:
 
     min_margin_s: float = 0.08  # cut when the listener has less than this much audio left ...
     margin_factor: float = 1.5  # ... or less than this many times the stream's last decode
-    min_cut_tokens: int = 10  # fewest codes a cut window owns
+    min_cut_tokens: int = 10  # fewest codes a cut window owns ...
+    cut_growth: float = 1.5  # ... and at least this many times what the window before it owned
 
     def __post_init__(self) -> None:
-        if not (self.min_margin_s >= 0 and self.margin_factor >= 0 and self.min_cut_tokens >= 1):
+        ok = self.min_margin_s >= 0 and self.margin_factor >= 0 and self.cut_growth >= 0
+        if not (ok and self.min_cut_tokens >= 1):
             raise ValueError(f"bad deadline cuts: {self!r}")
 
 
@@ -328,6 +332,7 @@ class Stitcher:
         self._last_decode_s = 0.0  # how long the last decode call took (s), queueing included
         self.decoded = 0  # codes decoded so far
         self.cut_windows = 0  # windows cut short at a deadline
+        self._last_own = 0  # codes the last decoded window owned
         self._left = schedule.crossfade_left
         self._right = schedule.crossfade_right
         width = self._left + self._right
@@ -360,7 +365,8 @@ class Stitcher:
         cuts, ends = self._cuts, self.playback.end
         if cuts is None or ends is None or self._finished:
             return None
-        if len(self._codes) - self._schedule.future_tokens - self._start < cuts.min_cut_tokens:
+        fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * self._last_own - 1e-9))
+        if len(self._codes) - self._schedule.future_tokens - self._start < fewest:
             return None
         margin = max(cuts.min_margin_s, cuts.margin_factor * self._last_decode_s)
         return max(0.0, ends - margin - self._clock())
@@ -424,6 +430,7 @@ class Stitcher:
             raise ValueError(
                 f"decode of {len(window)} codes returned shape {audio.shape}, expected ({len(window) * spt},)"
             )
+        self._last_own = end - start
         own = (start - lo) * spt  # index of sample start * spt in audio
         own_end = own + (end - start) * spt
         pieces = []

@@ -12,7 +12,7 @@ from app.audio.stitcher import DeadlineCuts, Playback, Stitcher, StitchSchedule
 from tests.audio.test_stitcher import SPT, FakeDecoder, joined, random_codes, random_sizes, stitch
 
 RATE = SPT * 50  # samples per second: one code is 20 ms
-CUTS = DeadlineCuts(min_margin_s=0.1, margin_factor=0.0, min_cut_tokens=3)
+CUTS = DeadlineCuts(min_margin_s=0.1, margin_factor=0.0, min_cut_tokens=3, cut_growth=0.0)
 # first 10, growth 6, max 100, future 2, past 3, 48-sample crossfade
 SCHEDULE = StitchSchedule(10, 6.0, 100, 2, 3, 48, cuts=CUTS)
 
@@ -110,6 +110,28 @@ async def cut_run(seed: int) -> int:
     fixed = n + windows * (schedule.past_tokens + schedule.future_tokens)
     assert stitcher.decoded <= max(n * 1.5, fixed)
     return stitcher.cut_windows
+
+
+async def test_windows_cut_under_pressure_still_grow() -> None:
+    """With ``cut_growth`` 1.5 a cut owns at least 1.5 times what the window before it owned: 15 codes
+    after the 10 of the first window, then 23."""
+    cuts = DeadlineCuts(min_margin_s=0.1, margin_factor=0.0, min_cut_tokens=3, cut_growth=1.5)
+    schedule = StitchSchedule(10, 6.0, 100, 2, 3, 0, cuts=cuts)
+    clock = Clock()
+    decoder = FakeDecoder(context=False)
+    stitcher = Stitcher(decoder, schedule, clock=clock, sample_rate=RATE)
+    await stitcher.push(random_codes(12))
+    clock.now = 100.0  # the listener ran dry long ago: every possible cut is due
+    await stitcher.push(random_codes(14, seed=1))  # 26 - 2 = 24: 14 of its own, fewer than 15
+    assert stitcher.cut_due_in() is None
+    await stitcher.push([1])  # 15 of its own
+    assert stitcher.cut_due_in() == 0.0 and await stitcher.cut()
+    assert len(decoder.calls[1]) == 3 + 15 + 2
+    await stitcher.push(random_codes(22, seed=2))
+    assert stitcher.cut_due_in() is None  # 22 < ceil(1.5 * 15) = 23
+    await stitcher.push([1])
+    clock.now = 200.0  # the cut window's audio has been played too
+    assert stitcher.cut_due_in() == 0.0
 
 
 async def test_with_cuts_and_no_pressure_the_output_is_the_planned_schedule() -> None:

@@ -17,7 +17,7 @@ from app.families.neucodec.pipeline import synthesize
 
 SPT = 480
 PARAMS = GenerationParams(prompt="p", model="m", max_tokens=1000, temperature=0.0, repetition_penalty=1.0)
-CUTS = DeadlineCuts(min_margin_s=0.05, margin_factor=0.0, min_cut_tokens=3)
+CUTS = DeadlineCuts(min_margin_s=0.05, margin_factor=0.0, min_cut_tokens=3, cut_growth=1.0)
 SCHEDULE = StitchSchedule(10, 6.0, 500, 2, 3, 0, cuts=CUTS)  # first 10 codes, then 60: needs 82
 
 
