@@ -10,7 +10,7 @@ loaded for the whole run:
 - ``previous``: the earlier stitcher and admission defaults (``PREVIOUS_ENV``): a first window of 2 s
   growing x2 to 10 s, the buckets without 20, no deadline cuts, no viability check;
 - ``new``: the server's defaults (0.2 s first window growing x6, deadline cuts, viability admission,
-  the loudness stage's early release), with whatever else is set in the environment.
+  the loudness stage's first gain after 0.1 s), with whatever else is set in the environment.
 
 Each round, for each LM rate and stream count, both servers in turn (so both see the same load) get a
 burst of N concurrent streamed pcm requests of ``--tokens`` speech tokens each. Per request: the time to

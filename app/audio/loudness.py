@@ -33,9 +33,7 @@ Analysis runs on fixed 10 ms frames counted from the first sample of the respons
   ``max_hold_s`` of audio in all, or ``flush()``. The gain of everything held back is the ``want`` at
   that point. Cost: extra first-audio latency only when the first window the stitcher delivers is
   shorter than (leading silence + ``min_estimate_s``), e.g. at ``playback_speed`` below 0.5 s; in
-  exchange the first gain is never judged on a 0.1 s window. ``release()`` ends the hold early (the
-  post chain calls it after the first chunk that reaches the onset, so first audio never waits for
-  more than the first decode window): the gain of what is held is then the ``want`` of what exists.
+  exchange the first gain is never judged on a 0.1 s window.
 - **Settling**: after the hold, the gain at the end of frame j+1 moves from the gain at the end of
   frame j towards the ``want`` of frames 0..j by at most ``max_slew_db_per_s * F / sample_rate`` dB,
   and it ramps linearly (in amplitude) across each frame, so it never steps.
@@ -191,26 +189,6 @@ class LoudnessNormalizer:
     @property
     def locked(self) -> bool:
         return self._locked
-
-    @property
-    def holding(self) -> bool:
-        """True while the first gain is not chosen yet (nothing has been emitted)."""
-        return not self._released
-
-    @property
-    def heard_onset(self) -> bool:
-        """True once a frame above the absolute gate has been analysed."""
-        return self._onset is not None
-
-    def release(self) -> np.ndarray:
-        """End the hold now, before ``min_estimate_s``: the held samples get the gain wanted from what has
-        been analysed (float32 [N]); the gain then settles at the slew rate as after any release."""
-        if self._released or self._flushed:
-            return np.zeros(0, dtype=np.float32)
-        self._release(self._n_in // self._frame)
-        held = np.concatenate(self._held) if self._held else np.zeros(0, dtype=np.float32)
-        self._held = []
-        return self._apply(held, self._n_in - len(held))
 
     def push(self, pcm: np.ndarray) -> np.ndarray:
         """Take a chunk [N]; return the samples whose gain is known (float32, possibly empty)."""

@@ -2,10 +2,7 @@
 
 Each stage maps float32 mono PCM to float32 mono PCM with ``push``/``flush`` and its output does not
 depend on how the input was chunked; the encoder turns the result into the response format's bytes.
-The chain is plain numpy and is pushed from a worker thread, never on the event loop. One exception to
-chunking independence: with ``early_release`` the loudness stage chooses its first gain at the end of
-the first chunk that reaches the speech onset (the first decode window), so first audio is not held
-for the stage's ``min_estimate_s``; the gain then settles at its slew rate, without a step.
+The chain is plain numpy and is pushed from a worker thread, never on the event loop.
 
 **Boundaries** (SSML breaks and rate changes): a response may be several segments of speech, each
 generated on its own, with a ``Boundary`` pushed between them. At a boundary the speaking-rate stage
@@ -68,9 +65,6 @@ class PostOptions:
     lock_s: float = defaults.NORM_LOCK_S
     min_estimate_s: float = defaults.NORM_MIN_ESTIMATE_S
     fade_in_ms: float = defaults.FADE_IN_MS
-    early_release: bool = True
-    """The loudness stage's first gain from the first chunk that reaches the speech onset, not from
-    ``min_estimate_s`` of audio: first audio waits for no more than the first decode window."""
     sample_rate: int = SAMPLE_RATE
     """The output's rate: 24 kHz, or any rate for a raw encoding (resampled after every stage)."""
 
@@ -93,7 +87,6 @@ class PostChain:
                 lock_s=options.lock_s,
                 min_estimate_s=options.min_estimate_s,
             )
-        self.early_release = options.early_release
         self.rate = options.speaking_rate
         self.stretch = _stretch(self.rate)
         self.fade = FadeIn(options.fade_in_ms) if options.fade_in_ms > 0 else None
@@ -115,11 +108,7 @@ class PostChain:
             self._pending.append((self._taken, chunk))
             return self._with_header(self._leveled_out(np.zeros(0, dtype=np.float32)))
         self._taken += chunk.size
-        pcm = chunk
-        if (loudness := self.loudness) is not None:
-            pcm = loudness.push(chunk)
-            if self.early_release and loudness.holding and loudness.heard_onset:
-                pcm = np.concatenate([pcm, loudness.release()])
+        pcm = self.loudness.push(chunk) if self.loudness is not None else chunk
         return self._with_header(self._leveled_out(pcm))
 
     def flush(self) -> bytes:

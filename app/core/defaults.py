@@ -12,8 +12,9 @@ MAX_GAIN_DB = 12.0
 """Largest boost or cut of the loudness stage."""
 NORM_LOCK_S = 1.0
 """Seconds of voiced audio after which the loudness gain locks."""
-NORM_MIN_ESTIMATE_S = 0.5
-"""Audio the first loudness estimate needs."""
+NORM_MIN_ESTIMATE_S = 0.1
+"""Audio the first loudness estimate needs (from the speech onset): less than the first decode window's
+0.15 s of audio, so the first audio is never held back for it; the gain then settles at its slew rate."""
 FADE_IN_MS = 10.0
 """Raised-cosine fade-in at the start of each response."""
 MAX_PROMPT_CHARS = 2000
