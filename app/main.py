@@ -27,7 +27,7 @@ from app.api import (
     vc,
     voices,
 )
-from app.api.admission import Admission, AdmissionMiddleware
+from app.api.admission import Admission, AdmissionMiddleware, Viability
 from app.api.auth import ApiKeys, AuthMiddleware
 from app.api.docs_pages import install_docs
 from app.api.edge import install_edge
@@ -96,8 +96,17 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     app.state.tracing = tracing
     app.state.metrics = metrics
     install_upload_limit(app, settings.MAX_UPLOAD_BYTES)
+    viability = None
+    if settings.VIABILITY_CHECK:
+        viability = Viability(
+            settings.VIABILITY_CODEC_NEED, settings.VIABILITY_LM_FLOOR, settings.VIABILITY_WAIT_S
+        )
     admission = Admission(
-        settings.MAX_CONCURRENT_STREAMS, settings.MAX_QUEUED_STREAMS, settings.QUEUE_WAIT_S, metrics
+        settings.MAX_CONCURRENT_STREAMS,
+        settings.MAX_QUEUED_STREAMS,
+        settings.QUEUE_WAIT_S,
+        metrics,
+        viability,
     )
     app.state.admission = admission  # realtime contexts hold its slots too
     app.state.sessions = Sessions(

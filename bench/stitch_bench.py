@@ -64,7 +64,8 @@ DEFAULT: Seconds = (
     defaults.STREAM_REDECODE_BUDGET,
 )
 SCHEDULES: dict[str, Seconds] = {
-    "default": DEFAULT,  # the server's defaults (C below)
+    "default": DEFAULT,  # the server's defaults: a 0.2 s first window growing x6 to 15 s
+    "previous_2s": (2.0, 0.2, 2.0, 10.0, 0.3, 100.0, 0.2),  # the defaults before it (C below)
     "before_17": (2.0, 0.2, 2.0, 10.0, 3.0, 12.0, 0.0),  # the previous defaults
     # the candidates (docs/benchmarks.md, "Stitch schedule"); the names are those of
     # bench/results/stitch_sweep*.json
@@ -85,7 +86,7 @@ SCHEDULES: dict[str, Seconds] = {
     "E_first1_x4_p0.3_xf100_b0.2": (1.0, 0.2, 4.0, 15.0, 0.3, 100.0, 0.2),
     "fixed_1.5s_no_context": (1.5, 0.0, 1.0, 1.5, 0.0, 0.0, 0.0),  # baseline: hard cuts, no context
 }
-BUCKETS = (64, 96, 128, 192, 256, 384, 512, 768, 1024)  # CODEC_BUCKETS' default
+BUCKETS = defaults.CODEC_BUCKETS  # CODEC_BUCKETS' default
 RATIO_SECONDS = (3, 5, 10, 20)
 
 

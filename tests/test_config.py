@@ -82,9 +82,13 @@ def test_seed_defaults() -> None:
     assert s.TTS_API == "http://127.0.0.1:9093"
     assert s.MODEL_NAME == "TTS-model"
     assert (s.DEFAULT_TEMPERATURE, s.DEFAULT_REPETITION_PENALTY, s.DEFAULT_MAX_TOKENS) == (0.6, 1.15, 3072)
-    assert (s.DEFAULT_PLAYBACK_OVERLAP_SPEED, s.STREAM_CHUNK_GROWTH, s.STREAM_MAX_CHUNK_S) == (0.2, 2.0, 10.0)
+    # the first window is 0.2 s (10 codes) and grows x6 (docs/benchmarks.md, "First audio and stalls")
+    assert (s.DEFAULT_PLAYBACK_SPEED, s.DEFAULT_PLAYBACK_OVERLAP_SPEED) == (0.2, 0.2)
+    assert (s.STREAM_CHUNK_GROWTH, s.STREAM_MAX_CHUNK_S) == (6.0, 15.0)
     assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (0.3, 100.0, 0.25)
     assert s.STREAM_REDECODE_BUDGET == 0.2
+    plain = Settings(_env_file=None)  # make_settings turns the timing-dependent parts off
+    assert (plain.STREAM_DEADLINE_CUTS, plain.VIABILITY_CHECK) == (True, True)
 
 
 def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:

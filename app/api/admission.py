@@ -1,9 +1,14 @@
-"""Admission control for the synthesis and upload routes: at most MAX_CONCURRENT_STREAMS at once.
+"""Admission control for the synthesis and upload routes: stream slots and the viability check.
 
-Beyond that a request waits in a bounded FIFO queue (MAX_QUEUED_STREAMS) for up to QUEUE_WAIT_S; a
-full queue or a wait that runs out is answered 429 with ``Retry-After`` and the OpenAI error body.
-The slot is held until the response's last byte is sent, and released on success, error, cancellation
-or client disconnect alike (the middleware's ``finally``).
+A request is admitted while fewer than MAX_CONCURRENT_STREAMS are served and, with VIABILITY_CHECK,
+while one more stream leaves every admitted stream ahead of real time at the rates this process has
+measured (``Capacity``: the codec's audio seconds per second against VIABILITY_CODEC_NEED per stream,
+one stream's LM tokens per second against VIABILITY_LM_FLOOR of real time). A lone stream is always
+admitted. Otherwise the request waits in a bounded FIFO queue (MAX_QUEUED_STREAMS): for a slot up to
+QUEUE_WAIT_S, for room at the measured rates up to VIABILITY_WAIT_S; a full queue or a wait that runs
+out is answered 429 with ``Retry-After`` and the OpenAI error body. Waiters are re-checked whenever a
+stream ends. The slot is held until the response's last byte is sent, and released on success, error,
+cancellation or client disconnect alike (the middleware's ``finally``).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
+from dataclasses import dataclass
 
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -20,49 +26,95 @@ from app.core.routes import ADMITTED_PATHS
 from app.observability.metrics import Metrics
 
 
+@dataclass(frozen=True)
+class Viability:
+    """The viability check's settings (VIABILITY_*)."""
+
+    need: float = 1.5  # codec audio seconds per second one stream needs
+    lm_floor: float = 0.8  # share of real time (50 tokens/s) a stream's LM must keep
+    wait_s: float = 3.0  # longest wait for room at the measured rates
+
+
 class Admission:
     """Stream slots and their wait queue (one event loop; no locks needed)."""
 
-    def __init__(self, max_active: int, max_queued: int, wait_s: float, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        max_active: int,
+        max_queued: int,
+        wait_s: float,
+        metrics: Metrics,
+        viability: Viability | None = None,
+    ) -> None:
         self.max_active = max_active  # 0: no limit
         self.max_queued = max_queued
         self.wait_s = wait_s
+        self.viability = viability  # None: slots only
         self.active = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._metrics = metrics
-        self._retry_after = str(max(1, math.ceil(wait_s)))
 
-    def _rejected(self, why: str) -> RateLimited:
+    def _rejected(self, why: str, wait_s: float) -> RateLimited:
         return RateLimited(
             f"The server is at its limit of {self.max_active} concurrent streams ({why}); retry later.",
-            headers={"Retry-After": self._retry_after},
+            headers={"Retry-After": str(max(1, math.ceil(wait_s)))},
+        )
+
+    def _refused(self) -> RateLimited:
+        assert self.viability is not None
+        capacity = self._metrics.capacity
+        codec, lm = capacity.codec.rate, capacity.lm.rate
+        measured = f"codec {codec:.1f} audio s/s" if codec is not None else "codec not measured"
+        measured += f", LM {lm:.0f} tokens/s per stream" if lm is not None else ""
+        return RateLimited(
+            f"The server cannot keep one more stream ahead of real time ({self.active} streams, "
+            f"{measured}); retry later.",
+            headers={"Retry-After": str(max(1, math.ceil(self.viability.wait_s)))},
         )
 
     def _gauges(self) -> None:
         self._metrics.active.set(self.active)
         self._metrics.queued.set(len(self._waiters))
 
+    def _slot_free(self) -> bool:
+        return self.max_active == 0 or self.active < self.max_active
+
+    def _viable(self) -> bool:
+        v = self.viability
+        return v is None or self.active == 0 or self._metrics.capacity.viable(self.active, v.need, v.lm_floor)
+
+    def _count(self, outcome: str) -> None:
+        if self.viability is not None:
+            self._metrics.viability.labels(outcome).inc()
+
     async def acquire(self) -> None:
         """Take a slot, waiting in the queue if needed; RateLimited when none comes."""
-        if self.max_active == 0 or (self.active < self.max_active and not self._waiters):
+        if not self._waiters and self._slot_free() and self._viable():
             self.active += 1
+            self._count("admitted")
             self._gauges()
             return
+        for_slot = not self._slot_free()
         if len(self._waiters) >= self.max_queued:
-            raise self._rejected("the wait queue is full")
+            raise self._rejected("the wait queue is full", self.wait_s)
+        wait_s = self.wait_s if for_slot or self.viability is None else self.viability.wait_s
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         self._gauges()
         try:
-            async with asyncio.timeout(self.wait_s):
-                await waiter  # release() hands its slot over by setting the result
+            async with asyncio.timeout(wait_s):
+                await waiter  # _wake() takes the slot for us before setting the result
+            self._count("waited")
         except BaseException as exc:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # the slot arrived as the wait ended: pass it on
             elif not waiter.done():
                 waiter.cancel()
             if isinstance(exc, TimeoutError):
-                raise self._rejected(f"no slot within {self.wait_s:g} s") from None
+                if self._slot_free() and not self._viable():
+                    self._count("refused")
+                    raise self._refused() from None
+                raise self._rejected(f"no slot within {wait_s:g} s", wait_s) from None
             raise
         finally:
             if waiter in self._waiters:
@@ -70,15 +122,17 @@ class Admission:
             self._gauges()
 
     def release(self) -> None:
-        """Give a slot back: to the first live waiter, else to the pool."""
-        while self._waiters:
+        """Give a slot back, then admit the waiters that now fit, first come first."""
+        self.active -= 1
+        self._wake()
+        self._gauges()
+
+    def _wake(self) -> None:
+        while self._waiters and self._slot_free() and self._viable():
             waiter = self._waiters.popleft()
             if not waiter.done():
+                self.active += 1
                 waiter.set_result(None)
-                self._gauges()
-                return
-        self.active -= 1
-        self._gauges()
 
 
 class AdmissionMiddleware:

@@ -31,10 +31,24 @@ Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
   most ``1 + b`` codes per code emitted whenever the fixed contexts allow it (the bucket slack may
   pass that; the budget replaces it).
 
-Deadlines: each decode is handed the moment the listener will have played everything emitted so far
-(``clock()`` when the first chunk came out, plus the emitted audio's duration); the first window's is
-None (due now). The codec serves the earliest deadline first, so a stream with seconds of audio
-buffered yields to streams that have none.
+Deadlines: a simulated listener (``Playback``) starts playing when the first chunk comes out and
+plays in real time; each decode is handed the moment it will have played everything emitted so far
+(after a stall, counted from when the late chunk came out); the first window's is None (due now). The
+codec serves the earliest deadline first, so a stream with seconds of audio buffered yields to streams
+that have none. ``stall_s`` is the time the listener's buffer was empty before the end.
+
+Deadline cuts (the schedule's ``cuts``): when codes arrive slower than the schedule's windows need (an
+LM at a served model's pace), the caller waits for the next codes only ``cut_due_in()`` seconds: until
+the listener has ``margin`` of audio left, the larger of ``min_margin_s`` and ``margin_factor`` times
+this stream's last decode (queueing included, so a loaded codec cuts earlier). If no codes came by then,
+``cut()`` decodes a window cut at the ``m`` codes that exist: it owns ``[s, m - future_tokens)`` (at
+least ``min_cut_tokens`` of its own and ``cut_growth`` times what the window before it owned, else no
+cut is due: windows cut under pressure still grow, since a decode has a fixed cost and a stream of
+small windows would take more codec time than its audio lasts) with the usual past and future context,
+and the schedule resumes with the window it cut short (``seg`` unchanged). An LM that sends everything at once
+is never cut (the end of its stream comes before any deadline). With cuts the window list depends on
+when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
+The last window's budget counts the codes actually decoded.
 
 Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
 (plus any bucket slack or budget). With the server's defaults (see ``app/core/defaults.py``) an
@@ -76,6 +90,40 @@ LAST_WINDOW_SLACK = 0.1  # a last window grows to a bucket only when that adds a
 
 
 @dataclass(frozen=True)
+class DeadlineCuts:
+    """When a stream cuts a window at the codes that exist (module docstring, "Deadline cuts")."""
+
+    min_margin_s: float = 0.08  # cut when the listener has less than this much audio left ...
+    margin_factor: float = 1.5  # ... or less than this many times the stream's last decode
+    min_cut_tokens: int = 10  # fewest codes a cut window owns ...
+    cut_growth: float = 1.5  # ... and at least this many times what the window before it owned
+
+    def __post_init__(self) -> None:
+        ok = self.min_margin_s >= 0 and self.margin_factor >= 0 and self.cut_growth >= 0
+        if not (ok and self.min_cut_tokens >= 1):
+            raise ValueError(f"bad deadline cuts: {self!r}")
+
+
+class Playback:
+    """A listener that starts at the first chunk and plays in real time: when its buffer runs dry
+    (``end``) and how long it stood empty before the end (``stall_s``)."""
+
+    def __init__(self, sample_rate: int) -> None:
+        self.sample_rate = sample_rate
+        self.end: float | None = None  # clock() when everything emitted so far has been played
+        self.stall_s = 0.0
+
+    def emit(self, samples: int, now: float) -> None:
+        """``samples`` more audio reached the listener at ``now``."""
+        if self.end is None:
+            self.end = now
+        elif now > self.end:
+            self.stall_s += now - self.end
+            self.end = now
+        self.end += samples / self.sample_rate
+
+
+@dataclass(frozen=True)
 class StitchSchedule:
     """Window sizes in codes and the crossfade width in samples; see the module docstring."""
 
@@ -90,6 +138,7 @@ class StitchSchedule:
     redecode_budget: float = (
         0.0  # the last window takes more past context while at most this share re-decodes
     )
+    cuts: DeadlineCuts | None = None  # cut windows at the codes that exist near a deadline; None: never
 
     def __post_init__(self) -> None:
         ints = {
@@ -131,14 +180,15 @@ class StitchSchedule:
         buckets: tuple[int, ...] = (),
         *,
         redecode_budget: float = 0.0,
+        cuts: DeadlineCuts | None = None,
     ) -> StitchSchedule:
         """Build a schedule from the request/settings values, given in seconds of audio.
 
         ``playback_speed`` is the first window (``max(1, round(s * tokens_per_s))`` codes),
         ``playback_overlap_speed`` the future context, ``past_context_s`` the past context, and windows
         grow by ``growth`` up to ``max(first, max_chunk_s)``; ``buckets`` are decode lengths in codes;
-        ``redecode_budget`` the share of an utterance the last window may re-decode. Raises ValueError on
-        nonsense.
+        ``redecode_budget`` the share of an utterance the last window may re-decode; ``cuts`` when a window
+        is cut short at a deadline. Raises ValueError on nonsense.
         """
         values = {
             "playback_speed": playback_speed,
@@ -165,6 +215,7 @@ class StitchSchedule:
             samples_per_token=sample_rate // tokens_per_s,
             buckets=tuple(buckets),
             redecode_budget=redecode_budget,
+            cuts=cuts,
         )
 
     @property
@@ -208,13 +259,15 @@ class StitchSchedule:
         lo = start - past
         return lo, lo + length - self.future_tokens, lo + length
 
-    def last_window_lo(self, start: int, n_codes: int) -> int:
-        """First code decoded by the final window, which owns ``[start, n_codes)`` (module docstring)."""
+    def last_window_lo(self, start: int, n_codes: int, decoded: int | None = None) -> int:
+        """First code decoded by the final window, which owns ``[start, n_codes)`` (module docstring);
+        ``decoded``: what the earlier windows decoded (None: the schedule's windows before ``start``)."""
         natural = n_codes - start + min(self.past_tokens, start)
         if not self.redecode_budget:
             top = min(n_codes, natural * (1 + LAST_WINDOW_SLACK))
             return n_codes - next((b for b in self.buckets if natural <= b <= top), natural)
-        allowed = math.floor(n_codes * (1 + self.redecode_budget) + 1e-9) - self.decoded_before(start)
+        before = self.decoded_before(start) if decoded is None else decoded
+        allowed = math.floor(n_codes * (1 + self.redecode_budget) + 1e-9) - before
         longest = self.max_window_tokens + self.past_tokens + self.future_tokens  # a full window's decode
         top = max(natural, min(n_codes, allowed, longest))
         below = [b for b in self.buckets if max(natural, top / (1 + LAST_WINDOW_SLACK)) <= b <= top]
@@ -259,7 +312,8 @@ class Stitcher:
 
     ``feed``/``push`` and ``flush`` must be used one at a time (one consumer per stream); the only thing
     they wait on is ``decode``. After ``flush`` the stitcher is finished. ``clock`` (``time.monotonic``)
-    and ``sample_rate`` turn emitted samples into play-out deadlines.
+    and ``sample_rate`` turn emitted samples into play-out deadlines; the schedule's ``cuts`` (None: off)
+    cut windows short when the listener would otherwise run dry.
     """
 
     def __init__(
@@ -273,9 +327,12 @@ class Stitcher:
         self._decode = decode
         self._schedule = schedule
         self._clock = clock
-        self._sample_rate = sample_rate
-        self._play_start: float | None = None  # clock() when the first chunk came out
-        self._emitted = 0  # samples emitted so far
+        self._cuts = schedule.cuts
+        self.playback = Playback(sample_rate)
+        self._last_decode_s = 0.0  # how long the last decode call took (s), queueing included
+        self.decoded = 0  # codes decoded so far
+        self.cut_windows = 0  # windows cut short at a deadline
+        self._last_own = 0  # codes the last decoded window owned
         self._left = schedule.crossfade_left
         self._right = schedule.crossfade_right
         width = self._left + self._right
@@ -302,15 +359,44 @@ class Stitcher:
             if chunk.size:
                 yield chunk
 
+    def cut_due_in(self) -> float | None:
+        """Seconds until a window should be cut at the codes that exist (0: now), or None while no cut
+        can happen (cuts off, nothing played yet, or fewer than ``min_cut_tokens`` codes of its own)."""
+        cuts, ends = self._cuts, self.playback.end
+        if cuts is None or ends is None or self._finished:
+            return None
+        fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * self._last_own - 1e-9))
+        if len(self._codes) - self._schedule.future_tokens - self._start < fewest:
+            return None
+        margin = max(cuts.min_margin_s, cuts.margin_factor * self._last_decode_s)
+        return max(0.0, ends - margin - self._clock())
+
+    async def cut(self) -> list[np.ndarray]:
+        """Decode the next window cut at the codes that exist (module docstring, "Deadline cuts"); its
+        chunk, or nothing when no cut can happen. The caller calls it when ``cut_due_in()`` has passed
+        while no codes came."""
+        if self.cut_due_in() is None:
+            return []
+        stop = len(self._codes)
+        end = stop - self._schedule.future_tokens
+        lo = self._start - min(self._schedule.past_tokens, self._start)
+        chunk = await self._window(lo, self._start, end, stop, last=False)
+        self._start = end
+        self.cut_windows += 1
+        return [chunk] if chunk.size else []
+
+    @property
+    def stall_s(self) -> float:
+        """Seconds the simulated listener's buffer stood empty before the end (module docstring)."""
+        return self.playback.stall_s
+
     async def push(self, codes: list[int]) -> list[np.ndarray]:
         """Add codes; return the chunks of every window that became decodable (often none)."""
         return [chunk async for chunk in self.feed(codes)]
 
     def deadline(self) -> float | None:
         """When the listener will have played every sample emitted so far (None before the first)."""
-        if self._play_start is None:
-            return None
-        return self._play_start + self._emitted / self._sample_rate
+        return self.playback.end
 
     async def flush(self) -> list[np.ndarray]:
         """Decode the remaining codes as the last window and return everything not yet emitted."""
@@ -319,9 +405,8 @@ class Stitcher:
         self._finished = True
         n = len(self._codes)
         if n > self._start:
-            chunk = await self._window(
-                self._schedule.last_window_lo(self._start, n), self._start, n, n, last=True
-            )
+            lo = self._schedule.last_window_lo(self._start, n, self.decoded if self.cut_windows else None)
+            chunk = await self._window(lo, self._start, n, n, last=True)
         elif self._held is not None:  # n == s: only when future_tokens == 0, so R == 0
             chunk = self._held[: self._left].copy()
         else:
@@ -337,11 +422,15 @@ class Stitcher:
         """
         spt = self._schedule.samples_per_token
         window = self._codes[lo:stop]
+        called = self._clock()
         audio = np.asarray(await self._decode(window, self.deadline()), dtype=np.float32)
+        self._last_decode_s = self._clock() - called
+        self.decoded += len(window)
         if audio.shape != (len(window) * spt,):
             raise ValueError(
                 f"decode of {len(window)} codes returned shape {audio.shape}, expected ({len(window) * spt},)"
             )
+        self._last_own = end - start
         own = (start - lo) * spt  # index of sample start * spt in audio
         own_end = own + (end - start) * spt
         pieces = []
@@ -358,7 +447,6 @@ class Stitcher:
             pieces.append(audio[body_start : own_end - self._left])
             self._held = audio[own_end - self._left : own_end + self._right].copy()
         chunk = np.concatenate(pieces)
-        if self._play_start is None and chunk.size:
-            self._play_start = self._clock()
-        self._emitted += chunk.size
+        if chunk.size:
+            self.playback.emit(chunk.size, self._clock())
         return chunk

@@ -12,8 +12,9 @@ MAX_GAIN_DB = 12.0
 """Largest boost or cut of the loudness stage."""
 NORM_LOCK_S = 1.0
 """Seconds of voiced audio after which the loudness gain locks."""
-NORM_MIN_ESTIMATE_S = 0.5
-"""Audio the first loudness estimate needs."""
+NORM_MIN_ESTIMATE_S = 0.1
+"""Audio the first loudness estimate needs (from the speech onset): less than the first decode window's
+0.15 s of audio, so the first audio is never held back for it; the gain then settles at its slew rate."""
 FADE_IN_MS = 10.0
 """Raised-cosine fade-in at the start of each response."""
 MAX_PROMPT_CHARS = 2000
@@ -34,13 +35,14 @@ CUDA_GRAPH_MAX = 96
 """Most CUDA graphs kept, startup and lazy captures together."""
 # The stitcher's schedule (app/audio/stitcher.py); docs/benchmarks.md ("Stitch schedule") has the measurements
 # behind these values (bench/stitch_bench.py).
-DEFAULT_PLAYBACK_SPEED = 2.0
-"""First decode window of a stream, in seconds of audio (a request's ``playback_speed``)."""
+DEFAULT_PLAYBACK_SPEED = 0.2
+"""First decode window of a stream, in seconds of audio (a request's ``playback_speed``): 10 codes, so
+playback starts once 0.2 s of audio (plus the future context) has been generated."""
 DEFAULT_PLAYBACK_OVERLAP_SPEED = 0.2
 """Future context decoded with each window, in seconds (a request's ``playback_overlap_speed``)."""
-STREAM_CHUNK_GROWTH = 2.0
+STREAM_CHUNK_GROWTH = 6.0
 """Factor by which each decode window is longer than the one before."""
-STREAM_MAX_CHUNK_S = 10.0
+STREAM_MAX_CHUNK_S = 15.0
 """Longest decode window (own codes), in seconds."""
 STREAM_PAST_CONTEXT_S = 0.3
 """Past context decoded with each window and sliced off, in seconds."""
@@ -49,3 +51,8 @@ CROSSFADE_MS = 100.0
 STREAM_REDECODE_BUDGET = 0.2
 """Share of an utterance's codes that may be decoded twice: the last window takes more past context
 while the whole utterance stays within ``1 + budget`` codes decoded per code emitted."""
+STREAM_CUT_MARGIN_S = 0.08
+"""A window is cut at the codes that exist once its listener has less audio left than this (or than
+twice the stream's last decode)."""
+CODEC_BUCKETS = (20, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+"""Decode window lengths in codes (context included); 20 is the first window's 10 codes + 10 future."""

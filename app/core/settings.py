@@ -312,6 +312,20 @@ class ObservabilitySettings(BaseSettings):
         64, ge=0, description="Requests that may wait for a stream slot; beyond it 429."
     )
     QUEUE_WAIT_S: float = Field(10.0, ge=0, le=300, description="Longest wait for a slot before a 429.")
+    VIABILITY_CHECK: bool = Field(
+        True,
+        description="Admit a new stream only while every stream can stay ahead of real time at the measured "
+        "codec and LM rates (else wait VIABILITY_WAIT_S, then 429).",
+    )
+    VIABILITY_CODEC_NEED: float = Field(
+        1.5, gt=0, le=10, description="Codec audio seconds per second one real-time stream needs."
+    )
+    VIABILITY_LM_FLOOR: float = Field(
+        0.8, ge=0, le=10, description="Share of real time (50 tokens/s) each stream's LM must keep."
+    )
+    VIABILITY_WAIT_S: float = Field(
+        3.0, ge=0, le=300, description="Longest wait for room at the measured rates before a 429."
+    )
     READY_TIMEOUT_S: float = Field(2.0, gt=0, le=30, description="Deadline of /ready's LM backend check.")
     SHUTDOWN_GRACE_S: float = Field(
         30.0, ge=0, le=600, description="On SIGTERM, how long in-flight responses may finish."

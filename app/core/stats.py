@@ -21,6 +21,7 @@ class UtteranceStats:
     decode_wait_s: float = 0.0  # waiting for the codec
     generation_s: float = 0.0  # start of the synthesis to its end
     parked_s: float = 0.0  # a streamed turn's generation waiting for its text (realtime sessions)
+    stall_s: float = 0.0  # a listener playing from the first chunk in real time: time its buffer was empty
 
     def span_attributes(self) -> Attributes:
         """The ``tts.stream`` aggregates (``tts.audio_bytes`` counts 16-bit PCM)."""

@@ -28,6 +28,9 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
+from app.observability.capacity import Capacity
+
+STALL_BUCKETS = (0.0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 LATENCY_BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 60.0)
 FAST_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 RATE_BUCKETS = (10, 25, 50, 75, 100, 150, 200, 300, 500, 1000, 2000)
@@ -181,6 +184,22 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.stall = Histogram(
+            "tts_stream_stall_seconds",
+            "Per stream: time a listener playing from the first audio in real time had none left, before "
+            "the end.",
+            buckets=STALL_BUCKETS,
+            registry=r,
+        )
+        self.viability = Counter(
+            "tts_viability_streams",
+            "Streams by the viability check's answer: admitted at once, admitted after a wait, refused.",
+            ["outcome"],
+            registry=r,
+        )
+        self.capacity = Capacity()  # this process's measured codec and LM rates (admission reads them)
+        for outcome in ("admitted", "waited", "refused"):
+            self.viability.labels(outcome)
         for kind in ERROR_KINDS:  # every kind is exported from the start, at 0
             self.errors.labels(kind)
         for outcome in ("done", "cancelled", "error"):
@@ -215,6 +234,15 @@ class Metrics:
         self.lm_tokens.inc(tokens)
         if tokens and seconds > 0:
             self.lm_rate.observe(tokens / seconds)
+            self.capacity.lm.add(tokens, seconds)
+
+    def observe_decoded(self, audio_s: float, compute_s: float) -> None:
+        """The codec decoded ``audio_s`` seconds of audio in ``compute_s`` seconds (one batch)."""
+        self.capacity.codec.add(audio_s, compute_s)
+
+    def observe_stall(self, stall_s: float) -> None:
+        """One stream ended; its listener stood ``stall_s`` seconds without audio."""
+        self.stall.observe(stall_s)
 
     def observe_context(
         self, outcome: str, first_audio_s: float | None, end_s: float | None, parked_s: float

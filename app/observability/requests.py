@@ -181,6 +181,8 @@ class RequestMiddleware:
             m.audio.labels(route).inc(audio_s)
         if record.stats is not None:
             m.observe_generation(record.stats.codes, record.stats.generation_s)
+            if record.path in SYNTHESIS_PATHS and record.stats.samples:
+                m.observe_stall(record.stats.stall_s)
         access_log.info(
             "%s %s %s %.3fs",
             record.method,

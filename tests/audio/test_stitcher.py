@@ -360,8 +360,10 @@ async def test_each_decode_gets_the_time_the_listener_runs_out_of_audio() -> Non
     now[0] = 100.5  # half a second later the next window is decodable
     await stitcher.push([1] * 4)
     await stitcher.flush()
-    # the first window is due now (None); the clock started when its 4 codes (80 ms) came out
-    assert decoder.deadlines == [None, pytest.approx(100.0 + 4 / 50), pytest.approx(100.0 + 8 / 50)]
+    # the first window is due now (None); the clock started when its 4 codes (80 ms) came out. The
+    # second came out at 100.5, after the listener had run dry at 100.08: it plays from 100.5 on
+    assert decoder.deadlines == [None, pytest.approx(100.0 + 4 / 50), pytest.approx(100.5 + 4 / 50)]
+    assert stitcher.stall_s == pytest.approx(0.5 - 4 / 50)
 
 
 async def test_feed_yields_the_first_chunk_before_the_next_window_is_decoded() -> None:
@@ -428,7 +430,7 @@ def server_default_schedule(buckets: tuple[int, ...]) -> StitchSchedule:
 
 
 @pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
-@pytest.mark.parametrize("seconds", [3, 5, 10, 20])
+@pytest.mark.parametrize("seconds", [5, 10, 20])
 def test_the_default_schedule_decodes_at_most_1_2_codes_per_code_emitted(
     buckets: tuple[int, ...], seconds: int
 ) -> None:
@@ -437,20 +439,21 @@ def test_the_default_schedule_decodes_at_most_1_2_codes_per_code_emitted(
 
 
 @pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
-def test_the_default_schedule_stays_within_1_2_from_2_5_s_on(buckets: tuple[int, ...]) -> None:
-    """Below 2.5 s (one code past the first window's 96-110) the fixed contexts alone pass 1.2; the
-    budget then adds nothing."""
+def test_the_default_schedule_stays_within_1_2_from_5_s_on(buckets: tuple[int, ...]) -> None:
+    """The first window is 10 codes (0.2 s), so the fixed contexts of the first two windows (10 future,
+    then 10 future + up to 15 past) pass 1.2 below 5 s (at 3 s: 1.3); from 5 s on the budget holds."""
     schedule = server_default_schedule(buckets)
-    without = StitchSchedule(**{**schedule.__dict__, "redecode_budget": 0.0})
-    assert all(decoded(schedule, n) <= 1.2 * n for n in range(125, 6000))
-    assert all(decoded(schedule, n) == decoded(without, n) for n in range(1, 125))
+    assert all(decoded(schedule, n) <= 1.2 * n for n in range(250, 6000))
+    assert decoded(schedule, 150) <= 1.3 * 150
 
 
-def test_the_default_schedule_at_10_s() -> None:
-    """The server's defaults on 500 codes with CODEC_BUCKETS: the first window 2 s + 0.2 s -> the 96
-    bucket (owns 86); the second 15 past + 200 + 10 -> 256 (owns 231); the last owns 183 codes and,
-    with 96 + 256 decoded, may decode 600 - 352 = 248: 65 codes of past context instead of 15. The
-    joins are 100 ms crossfades, 50 ms each side."""
+def test_the_default_schedule_starts_small_and_grows() -> None:
+    """The server's defaults on 500 codes with CODEC_BUCKETS: the first window owns 10 codes and decodes
+    them with 10 of future context (the 20 bucket): first audio after 20 codes. The second is 60 codes
+    + 10 future, the 64 bucket (owns 54); the third 15 past + 360 + 10 -> 384 (owns 359); the last owns
+    87 codes and spends what the budget leaves (600 - 468 = 128) on past context. The joins are 100 ms
+    crossfades, 50 ms each side."""
     schedule = server_default_schedule(tuple(make_settings().CODEC_BUCKETS))
-    assert schedule.plan(500) == [(0, 86, 0, 96), (86, 317, 71, 327), (317, 500, 252, 500)]
+    assert schedule.first_tokens == 10 and schedule.future_tokens == 10
+    assert schedule.plan(500) == [(0, 10, 0, 20), (10, 54, 0, 64), (54, 413, 39, 423), (413, 500, 372, 500)]
     assert (schedule.crossfade_left, schedule.crossfade_right) == (1200, 1200)

@@ -44,10 +44,11 @@ def test_tiny_run_reports_seam_quality_and_decode_ratios(capsys: pytest.CaptureF
         n = round(row["seconds"] * 50)
         planned = sum(stop - lo for _, _, lo, stop in schedule.plan(n)) / n
         assert row["decoded_per_emitted"] == pytest.approx(planned)
-        assert row["decoded_per_emitted"] <= 1.2
-        assert row["windows"] == len(schedule.plan(n)) == 2
+        # the 0.2 s first window's contexts pass 1.2 below 5 s (3 s: 1.3); first, second, last window
+        assert row["decoded_per_emitted"] <= (1.2 if n >= 250 else 1.3)
+        assert row["windows"] == len(schedule.plan(n)) == 3
         assert 0 < row["seam_snr_db"] < 100 and 0 < row["body_snr_db"] < 100
-    assert default["decoded_per_emitted"]["buckets"] == {"3s": 1.2, "5s": 1.152, "10s": 1.2, "20s": 1.2}
+    assert default["decoded_per_emitted"]["buckets"] == {"3s": 1.3, "5s": 1.2, "10s": 1.192, "20s": 1.2}
     # hard cuts without context: every sample decoded once, and the joins are far off the one-shot decode
     baseline = results["fixed_1.5s_no_context"]
     assert baseline["decoded_per_emitted_max"] == 1.0

@@ -10,7 +10,10 @@ In tests: ``fake = FakeVLLM(Script(codes=[1, 2, 3], tokens_per_event=2)); await 
 client at ``fake.url``, change ``fake.script`` between requests, read ``fake.requests`` (bodies,
 headers, whether and when the client disconnected). Standalone, for demos and benchmarks:
 ``python -m tests.fakes.fake_vllm --port 9093 --tokens-per-s 100`` serves random codes, about 12 per
-word of the prompt's text, capped by ``max_tokens``, the same codes for the same prompt.
+word of the prompt's text, capped by ``max_tokens``, the same codes for the same prompt. A paced
+stream (``tokens_per_s``) sends token k at ``k / tokens_per_s`` after its first, on a fixed timeline
+(a late event does not delay the later ones), as each row of a served model does. ``--control`` adds
+``PUT /fake/script`` to change the pace of the next requests.
 """
 
 from __future__ import annotations
@@ -99,8 +102,10 @@ class FakeVLLM:
         seed: int = 0,
         host: str = "127.0.0.1",
         port: int = 0,
+        control: bool = False,
     ) -> None:
         self.script = script or Script()
+        self.control = control  # serve PUT /fake/script (a benchmark changes the pace between runs)
         self.model = model
         self.api_key = api_key  # when set, /v1 routes answer 401 without `Authorization: Bearer <key>`
         self.healthy = True  # False: /health answers 503
@@ -116,6 +121,8 @@ class FakeVLLM:
         app.router.add_post("/v1/completions", self._completions)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/health", self._health)
+        if self.control:
+            app.router.add_put("/fake/script", self._set_script)
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
@@ -141,6 +148,17 @@ class FakeVLLM:
         await asyncio.wait_for(request.disconnected.wait(), max(deadline - time.monotonic(), 0.0))
         assert request.disconnected_at is not None
         return request.disconnected_at
+
+    async def _set_script(self, request: web.Request) -> web.Response:
+        """Replace the script's pace: a JSON object of ``tokens_per_s``, ``tokens_per_event``,
+        ``first_token_delay_s`` (the fields given; the others keep their values)."""
+        body = await request.json()
+        allowed = {"tokens_per_s", "tokens_per_event", "first_token_delay_s"}
+        if not isinstance(body, dict) or set(body) - allowed:
+            return web.json_response(vllm_error(f"fields must be among {sorted(allowed)}", 400), status=400)
+        for name, value in body.items():
+            setattr(self.script, name, value)
+        return web.json_response({name: getattr(self.script, name) for name in sorted(allowed)})
 
     async def _health(self, _request: web.Request) -> web.Response:
         return web.Response(status=200 if self.healthy else 503)
@@ -210,6 +228,7 @@ class FakeVLLM:
             return f"data: {json.dumps(data)}\n\n".encode()
 
         await asyncio.sleep(script.first_token_delay_s)
+        started, sent = time.monotonic(), 0  # paced on a fixed timeline: token k at started + k / rate
         for index, (text, tokens) in enumerate(events):
             if index == script.drop_after_events:
                 assert request.transport is not None
@@ -224,8 +243,10 @@ class FakeVLLM:
                 return
             if index == script.stall_after_events:
                 await asyncio.sleep(script.stall_s)
-            if index and script.tokens_per_s:
-                await asyncio.sleep(tokens / script.tokens_per_s)
+            if index and script.tokens_per_s:  # lateness never accumulates: no drift over an utterance
+                due = started + (sent + tokens) / script.tokens_per_s
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+            sent += tokens
             if script.keepalive_comments:
                 await response.write(b": keepalive\n\n")
             last = index == len(events) - 1
@@ -270,6 +291,7 @@ async def _serve(args: argparse.Namespace) -> None:
         seed=args.seed,
         host=args.host,
         port=args.port,
+        control=args.control,
     )
     await fake.start()
     print(f"fake vLLM serving {args.model!r} on {fake.url}", flush=True)
@@ -287,6 +309,7 @@ def main() -> None:
     parser.add_argument("--tokens-per-event", type=int, default=1)
     parser.add_argument("--model", default="TTS-model")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--control", action="store_true", help="serve PUT /fake/script to change the pace")
     args = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from app.audio.splice import width_samples
-from app.audio.stitcher import StitchSchedule
+from app.audio.stitcher import DeadlineCuts, StitchSchedule
 from app.codec.reference_cache import ReferenceCache
 from app.core.constants import TOKENS_PER_SECOND
 from app.core.errors import InvalidRequest, Unavailable
@@ -80,6 +80,7 @@ def stitch_schedule(
         crossfade_ms=s.CROSSFADE_MS,
         buckets=tuple(s.CODEC_BUCKETS) if buckets is None else buckets,
         redecode_budget=s.STREAM_REDECODE_BUDGET,
+        cuts=DeadlineCuts(min_margin_s=s.STREAM_CUT_MARGIN_S) if s.STREAM_DEADLINE_CUTS else None,
     )
 
 
@@ -220,6 +221,7 @@ class NeuCodecFamily:
             options=codec_options(s),
             observer=self.metrics,
             spans=tracing,  # the module's current_context/record_span: no-ops while spans are off
+            decoded=self.metrics.observe_decoded,
         )
         codec.start()
         self.codec = codec

@@ -5,6 +5,7 @@ Server-independent: the speech route, benchmarks and tests drive it the same way
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -46,7 +47,9 @@ async def synthesize(
     Exactly 480 samples per generated code in total. Closing or cancelling the iterator aborts the
     generation upstream (the LM stream is closed even when the task is being cancelled). ``generated``
     is called once the LM stream has ended normally, before the last windows are decoded. ``clock``
-    gives the moment the first audio is due (the stitcher's play-out deadlines count from it).
+    gives the moment the first audio is due (the stitcher's play-out deadlines count from it). While
+    it waits for the LM, a window is cut at the codes that exist when the schedule's deadline cuts say
+    the listener is about to run dry (``Stitcher.cut_due_in``).
     """
     stats = stats if stats is not None else UtteranceStats()
     started = time.perf_counter()
@@ -54,11 +57,20 @@ async def synthesize(
     observed = _ObservedDecode(decode, stats)
     stitcher = Stitcher(observed, schedule, clock=clock)
     deltas = aiter(stream)
+    pending: asyncio.Task[list[int] | None] | None = None
     try:
         while True:
             waited = time.perf_counter()
-            codes = await anext(deltas, None)
+            if pending is None:
+                pending = asyncio.ensure_future(anext(deltas, None))
+            await asyncio.wait({pending}, timeout=stitcher.cut_due_in())
             stats.lm_wait_s += time.perf_counter() - waited
+            if not pending.done():  # the listener is about to run dry: decode what exists
+                for chunk in await stitcher.cut():
+                    stats.samples += chunk.size
+                    yield chunk
+                continue
+            codes, pending = pending.result(), None
             if codes is None:
                 break
             stats.codes += len(codes)
@@ -76,7 +88,12 @@ async def synthesize(
             yield chunk
     finally:
         with anyio.CancelScope(shield=True):
+            if pending is not None and not pending.done():
+                pending.cancel()  # the generator must not be running when it is closed
+                with contextlib.suppress(BaseException):
+                    await pending
             await stream.aclose()
+        stats.stall_s += stitcher.stall_s
         stats.prompt_tokens = stream.prompt_tokens
         stats.finish_reason = stream.finish_reason
         stats.generation_s = time.perf_counter() - started

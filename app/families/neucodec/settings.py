@@ -136,7 +136,7 @@ class NeuCodecSettings(ServerSettings):
         description="Decoder weights dtype; auto: bf16 on CPUs with AMX/AVX-512-BF16 and NPUs, else float32.",
     )
     CODEC_BUCKETS: Annotated[list[int], NoDecode] = Field(
-        default_factory=lambda: [64, 96, 128, 192, 256, 384, 512, 768, 1024],
+        default_factory=lambda: list(defaults.CODEC_BUCKETS),
         description="Decode window lengths in codes (context included), CSV or JSON; empty = natural.",
     )
     CUDA_GRAPHS: bool = Field(True, description="Replay the decoder as CUDA graphs (cuda only).")
@@ -195,6 +195,19 @@ class NeuCodecSettings(ServerSettings):
         le=4,
         description="Share of an utterance's codes that may be decoded twice: the last window spends it on "
         "past context.",
+    )
+
+    STREAM_DEADLINE_CUTS: bool = Field(
+        True,
+        description="Cut a decode window at the codes that exist when its listener is about to run out of "
+        "audio (an LM slower than the windows need); false: windows as the schedule plans them only.",
+    )
+    STREAM_CUT_MARGIN_S: float = Field(
+        defaults.STREAM_CUT_MARGIN_S,
+        ge=0,
+        le=10,
+        description="Audio a listener has left when its next window is cut short (at least twice the "
+        "stream's last decode time).",
     )
 
     @field_validator("CODEC_BUCKETS", "CUDA_GRAPH_BUCKETS", mode="before")

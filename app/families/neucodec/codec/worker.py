@@ -6,14 +6,16 @@ CPU) never holds up the decodes of streams that are playing. Decodes run earlies
 first; on an accelerator they are batched across requests by exact window length (the stitcher cuts
 windows to a few bucket lengths so that lengths coincide), on a CPU one at a time (``batching``), and
 run through a ``DecodeRunner`` (pinned buffers, copy/compute streams, CUDA graphs on cuda).
-Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
+After every decode batch ``decoded(audio_s, compute_s)`` reports the work done (the admission's measured
+codec rate). Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
 gets the codes it gets alone. Codes are validated on submit: a bad item fails alone, never its batch.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +25,7 @@ from app.codec.batcher import Batcher, BatchObserver, SpanRecorder
 from app.codec.graphs import GraphPool
 from app.codec.runner import DecodeRunner, Forward, PreparedBatch
 from app.core import defaults
+from app.core.constants import SAMPLE_RATE
 from app.core.device import DeviceOps
 from app.core.errors import Unavailable
 from app.families.neucodec.codec.decoder import NeuCodecDecoder
@@ -77,8 +80,10 @@ class CodecWorker:
         options: CodecOptions | None = None,
         observer: BatchObserver | None = None,
         spans: SpanRecorder | None = None,
+        decoded: Callable[[float, float], None] | None = None,
     ) -> None:
         self.options = options or CodecOptions()
+        self._decoded = decoded  # (audio seconds, decode seconds) after every decode batch
         self._codebook_size = decoder.config.codebook_size
         self._encoder = encoder
         self.ops = device if isinstance(device, DeviceOps) else DeviceOps(device)
@@ -180,8 +185,12 @@ class CodecWorker:
             log.info("captured %d CUDA graphs (%d failed)", len(graphs.captured), len(graphs.failed))
 
     def _run_decode(self, batch: PreparedBatch) -> tuple[list[np.ndarray | BaseException], bool]:
+        started = time.perf_counter()
         with torch.inference_mode():
             rows, graph = self.runner.run(batch)
+        if self._decoded is not None:
+            samples = sum(row.size for row in rows if isinstance(row, np.ndarray))
+            self._decoded(samples / SAMPLE_RATE, time.perf_counter() - started)
         return list(rows), graph
 
     def _run_encode(self, audios: list[np.ndarray]) -> tuple[list[list[int] | BaseException], bool]:

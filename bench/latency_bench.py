@@ -1,0 +1,306 @@
+"""First audio, listener stalls, refusals and throughput: the previous defaults against the new ones.
+
+    python -m bench.latency_bench [--codec-dir DIR] [--rounds 2] [--rates 50,100,200] \
+        [--streams 1,8,16] [--tokens 250] [--device cpu] [--instant-streams 8] [--out F.json]
+
+One fake vLLM (``tests.fakes.fake_vllm --control``: each stream's tokens on a fixed timeline at the
+rate asked) and two servers (``python -m app``) on the official-size random NeuCodec decoder, both
+loaded for the whole run:
+
+- ``previous``: the earlier stitcher and admission defaults (``PREVIOUS_ENV``): a first window of 2 s
+  growing x2 to 10 s, the buckets without 20, no deadline cuts, no viability check;
+- ``new``: the server's defaults (0.2 s first window growing x6, deadline cuts, viability admission,
+  the loudness stage's first gain after 0.1 s), with whatever else is set in the environment.
+
+Each round, for each LM rate and stream count, both servers in turn (so both see the same load) get a
+burst of N concurrent streamed pcm requests of ``--tokens`` speech tokens each. Per request: the time to
+the first audio byte, and the total stall of a simulated listener that starts playing at the first byte
+and plays in real time (the time its buffer is empty before the last byte); a 429 is a refusal. Then
+an instant LM (every token in one event): ``--instant-streams`` closed-loop streams of 2 requests (a
+refused one sent again after its ``Retry-After``), audio seconds per wall second. Reported per server
+and cell: first audio p50/p95, the worst stream's total stall, the streams that stalled, refusals
+(medians over rounds); prints JSON and a table; ``--out`` writes the JSON under ``bench/results/``.
+Run it alone on
+the machine: it is a CPU benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from bench.bench import percentile, speech_url
+from bench.codec_bench import cpu_model
+from bench.saving import save_report
+from bench.server_speed_bench import Server, free_port, processes, text_for, wait_ready
+
+PREVIOUS_ENV = {
+    "DEFAULT_PLAYBACK_SPEED": "2.0",
+    "STREAM_CHUNK_GROWTH": "2.0",
+    "STREAM_MAX_CHUNK_S": "10",
+    "CODEC_BUCKETS": "64,96,128,192,256,384,512,768,1024",
+    "STREAM_DEADLINE_CUTS": "false",
+    "VIABILITY_CHECK": "false",
+}
+BYTES_PER_SAMPLE = 2
+
+
+@dataclass
+class Result:
+    """One request: refused (429) or served, first audio (s from sending), audio s, total stall (s)."""
+
+    status: int
+    first_audio_s: float = 0.0
+    audio_s: float = 0.0
+    stall_s: float = 0.0
+    retry_after: str | None = None
+
+
+async def speak(session: aiohttp.ClientSession, url: str, text: str, tokens: int) -> Result:
+    """One streamed pcm request, listened to by a real-time player from its first byte."""
+    body = {"model": "tts-1", "input": text, "voice": "alloy", "response_format": "pcm", "stream": True}
+    body["max_tokens"] = tokens
+    started = time.perf_counter()
+    first: float | None = None
+    end = 0.0  # when the listener will have played everything received
+    received, stall = 0, 0.0
+    async with session.post(speech_url(url), json=body) as response:
+        if response.status != 200:
+            await response.read()
+            return Result(response.status, retry_after=response.headers.get("Retry-After"))
+        rate = int(response.headers.get("X-Audio-Sample-Rate", 24000))
+        async for chunk in response.content.iter_any():
+            now = time.perf_counter()
+            if first is None:
+                first = end = now
+            elif now > end:
+                stall += now - end
+                end = now
+            end += len(chunk) / BYTES_PER_SAMPLE / rate
+            received += len(chunk)
+    if first is None:
+        return Result(599)
+    return Result(200, first - started, received / BYTES_PER_SAMPLE / rate, stall)
+
+
+async def burst(url: str, streams: int, tokens: int, salt: int) -> list[Result]:
+    """``streams`` requests sent at once."""
+    timeout = aiohttp.ClientTimeout(total=600)
+    connector = aiohttp.TCPConnector(limit=streams)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        seconds = tokens / 50 + 0.5  # a text longer than the tokens: every request ends at max_tokens
+        return list(
+            await asyncio.gather(
+                *(speak(session, url, text_for(seconds, salt + i), tokens) for i in range(streams))
+            )
+        )
+
+
+async def closed_loop(url: str, streams: int, per_stream: int, tokens: int, salt: int) -> float:
+    """Audio seconds per wall second of ``streams`` streams speaking ``per_stream`` requests each."""
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=streams), timeout=timeout) as s:
+
+        async def stream(index: int) -> float:
+            audio = 0.0
+            for i in range(per_stream):
+                while True:  # a refused request is sent again after its Retry-After, as clients do
+                    text = text_for(tokens / 50 + 0.5, salt + index * 10 + i)
+                    result = await speak(s, url, text, tokens)
+                    if result.status != 429:
+                        break
+                    await asyncio.sleep(float(result.retry_after or 1))
+                audio += result.audio_s
+            return audio
+
+        started = time.perf_counter()
+        audio = sum(await asyncio.gather(*(stream(i) for i in range(streams))))
+        return audio / (time.perf_counter() - started)
+
+
+async def set_pace(lm_url: str, tokens_per_s: float, per_event: int) -> None:
+    async with aiohttp.ClientSession() as session:
+        body = {"tokens_per_s": tokens_per_s, "tokens_per_event": per_event}
+        async with session.put(lm_url + "/fake/script", json=body) as response:
+            response.raise_for_status()
+
+
+def cell(results: list[list[Result]]) -> dict[str, Any]:
+    """One (server, rate, streams) cell over rounds: medians of each round's figures."""
+
+    def per_round(figure: Any) -> float | None:
+        values = [figure(r) for r in results]
+        values = [v for v in values if v is not None]
+        return round(float(np.median(values)), 4) if values else None
+
+    def served(r: list[Result]) -> list[Result]:
+        return [x for x in r if x.status == 200]
+
+    return {
+        "first_audio_s_p50": per_round(lambda r: percentile([x.first_audio_s for x in served(r)], 50)),
+        "first_audio_s_p95": per_round(lambda r: percentile([x.first_audio_s for x in served(r)], 95)),
+        "worst_stall_s": per_round(lambda r: max((x.stall_s for x in served(r)), default=None)),
+        "stalled_streams": per_round(lambda r: sum(1 for x in served(r) if x.stall_s > 0.001)),
+        "refused": per_round(lambda r: sum(1 for x in r if x.status == 429)),
+        "failed": per_round(lambda r: sum(1 for x in r if x.status not in (200, 429))),
+        "retry_after": sorted({x.retry_after for r in results for x in r if x.retry_after}),
+        "by_round_first_audio_p50": [percentile([x.first_audio_s for x in served(r)], 50) for r in results],
+        "by_round_worst_stall_s": [max((x.stall_s for x in served(r)), default=None) for r in results],
+    }
+
+
+async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str, Any]:
+    base_env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    rates = [float(r) for r in args.rates.split(",")]
+    counts = [int(n) for n in args.streams.split(",")]
+    with processes() as started:
+        lm_port = free_port()
+        lm_url = f"http://127.0.0.1:{lm_port}"
+        fake = [sys.executable, "-m", "tests.fakes.fake_vllm", "--port", str(lm_port), "--control"]
+        started.append(subprocess.Popen(fake, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+        servers = []
+        for name, extra in (("previous", PREVIOUS_ENV), ("new", {})):
+            port = free_port()
+            env = base_env | {
+                "LM_BACKEND": "http",
+                "TTS_API": lm_url,
+                "CODEC_MODEL": str(codec_dir),
+                "DEVICE": args.device,
+                "REFERENCE_VOICES": "false",
+                "HOST": "127.0.0.1",
+                "PORT": str(port),
+                "LOG_LEVEL": "warning",
+                "INTERLEAVE_STORE": "memory",
+                "MAX_CONCURRENT_STREAMS": "64",
+                **extra,
+            }
+            log = logs / f"{name}.log"
+            with log.open("wb") as out:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "app"], env=env, stdout=out, stderr=subprocess.STDOUT
+                )
+            started.append(process)
+            servers.append(Server(name, f"http://127.0.0.1:{port}", process, log))
+        for server in servers:
+            await wait_ready(server)
+        await set_pace(lm_url, 0, 100_000)
+        for server in servers:  # warm-up: loads, and the codec rate the viability check reads
+            await closed_loop(server.url, 2, 1, args.tokens, salt=999)
+        raw: dict[str, dict[str, list[list[Result]]]] = {s.name: {} for s in servers}
+        throughput: dict[str, list[float]] = {s.name: [] for s in servers}
+        for round_ in range(args.rounds):
+            for rate in rates:
+                await set_pace(lm_url, rate, 1)
+                for n in counts:
+                    for server in servers if round_ % 2 == 0 else servers[::-1]:
+                        results = await burst(server.url, n, args.tokens, salt=round_ * 1000 + n)
+                        raw[server.name].setdefault(f"{rate:g}x{n}", []).append(results)
+                        served = [r for r in results if r.status == 200]
+                        print(
+                            f"round {round_ + 1} {server.name:<8} {rate:g} tok/s x{n}: first audio p50 "
+                            f"{percentile([r.first_audio_s for r in served], 50) or 0:.3f} s, worst stall "
+                            f"{max((r.stall_s for r in served), default=0):.3f} s, "
+                            f"refused {sum(1 for r in results if r.status == 429)}",
+                            file=sys.stderr,
+                        )
+                        await asyncio.sleep(0.5)  # the last connections close
+            await set_pace(lm_url, 0, 100_000)
+            for server in servers:
+                n = args.instant_streams
+                throughput[server.name].append(await closed_loop(server.url, n, 2, args.tokens, round_))
+                print(
+                    f"round {round_ + 1} {server.name:<8} instant LM x{n}: "
+                    f"{throughput[server.name][-1]:.2f} audio s/s",
+                    file=sys.stderr,
+                )
+    rows: dict[str, Any] = {}
+    for name, cells in raw.items():
+        rows[name] = {key: cell(value) for key, value in cells.items()}
+        rows[name]["instant_audio_s_per_s"] = round(float(np.median(throughput[name])), 3)
+        rows[name]["instant_by_round"] = [round(t, 3) for t in throughput[name]]
+    return rows
+
+
+def table(rows: dict[str, Any], rates: list[str], counts: list[str]) -> str:
+    head = f"{'LM tok/s x streams':<20}" + "".join(
+        f"{name + ' ' + what:>16}" for name in ("previous", "new") for what in ("p50", "stall", "429")
+    )
+    lines = [head, "-" * len(head)]
+    for rate in rates:
+        for n in counts:
+            key = f"{float(rate):g}x{n}"
+            line = f"{key:<20}"
+            for name in ("previous", "new"):
+                c = rows[name][key]
+                line += f"{c['first_audio_s_p50'] or 0:>15.3f}s{c['worst_stall_s'] or 0:>15.3f}s"
+                line += f"{c['refused'] or 0:>16g}"
+            lines.append(line)
+    lines.append(
+        f"{'instant LM':<20}{rows['previous']['instant_audio_s_per_s']:>15.2f} audio s/s"
+        f"{rows['new']['instant_audio_s_per_s']:>38.2f} audio s/s"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--codec-dir", type=Path, help="official-size codec checkpoint (default: write one)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rates", default="50,100,200", help="LM tokens per second per stream (CSV)")
+    parser.add_argument("--streams", default="1,8,16", help="concurrent streams (CSV)")
+    parser.add_argument("--tokens", type=int, default=250, help="speech tokens per request")
+    parser.add_argument("--device", default="cpu", help="DEVICE of both servers (cuda on a GPU host)")
+    parser.add_argument("--instant-streams", type=int, default=8, help="streams of the instant-LM run")
+    parser.add_argument("--out", help="file name for the JSON under bench/results/")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` too stops the servers it started
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        codec_dir = args.codec_dir.resolve() if args.codec_dir is not None else None
+        if codec_dir is None:
+            subprocess.run(
+                [sys.executable, "-m", "app.tools.fixtures", "--out", tmp, "--full-size-codec"], check=True
+            )
+            codec_dir = Path(tmp) / "codec"
+        rows = asyncio.run(run(args, codec_dir, Path(tmp)))
+    report = {
+        "bench": "latency",
+        "decoder": str(args.codec_dir)
+        if args.codec_dir
+        else "random official-size NeuCodec (written for the run)",
+        "lm": "fake vLLM, one token per event on a fixed timeline per stream; instant: all in one event",
+        "cpu": cpu_model(),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "platform": platform.platform(),
+        "previous_env": PREVIOUS_ENV,
+        "rounds": args.rounds,
+        "tokens": args.tokens,
+        "device": args.device,
+        "instant_streams": args.instant_streams,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+        "results": rows,
+    }
+    print(json.dumps(report))
+    print(table(rows, args.rates.split(","), args.streams.split(",")), file=sys.stderr)
+    if args.out:
+        save_report(report, args.out)
+
+
+if __name__ == "__main__":
+    main()
