@@ -11,7 +11,8 @@ from bench.moss_lm_bench import main
 
 @pytest.mark.usefixtures("one_torch_thread")
 def test_tiny_run_reports_every_measurement(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["--tiny", "--frames", "3", "--concurrency", "1,3", "--repeats", "1", "--prefill-rows", "40"])
+    args = ["--tiny", "--frames", "3", "--concurrency", "1,3", "--repeats", "1", "--prefill-rows", "40"]
+    main([*args, "--dtype", "float32"])  # float32 on every machine (auto is bf16 with bf16 instructions)
     report = json.loads(capsys.readouterr().out)
     for split, streams in zip(report["split"], (1, 3), strict=True):
         assert split["streams"] == streams and split["prefill_rows"] == 40
