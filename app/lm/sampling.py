@@ -68,6 +68,7 @@ class BatchSampling:
     most_k: int  # the largest top-k in use, 0 = none
     any_top_p: bool
     any_penalty: bool
+    top_p_within_k: bool  # every top-p row has a top-k too: its nucleus lies in the top ``most_k``
 
     @classmethod
     def of(cls, rows: Sequence[RowSampling], device: torch.device) -> BatchSampling:
@@ -89,6 +90,7 @@ class BatchSampling:
             max((r.top_k for r in sampled), default=0),
             any(r.top_p < 1.0 for r in sampled),
             any(r.penalty != 1.0 for r in rows),
+            all(r.top_k > 0 for r in sampled if r.top_p < 1.0),
         )
 
 
@@ -132,15 +134,24 @@ def penalize(logits: torch.Tensor, history: torch.Tensor, penalty: torch.Tensor)
     return logits.scatter_(1, ids, penalised)
 
 
-def _top_p_floor(weights: torch.Tensor, total: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    """Per row ``[B, 1]``: the smallest weight the nucleus keeps (0 for rows with top-p off)."""
+def _top_p_floor(
+    weights: torch.Tensor, total: torch.Tensor, top_p: torch.Tensor, within: int | None
+) -> torch.Tensor:
+    """Per row ``[B, 1]``: the smallest weight the nucleus keeps (0 for rows with top-p off), looked for
+    among the largest ``within`` weights when no nucleus can be larger (top-k), else among the first
+    ``TOP_P_CANDIDATES`` and, for a nucleus that may go on, in the whole sorted row (the same value)."""
     vocab = weights.shape[1]
-    candidates = min(vocab, TOP_P_CANDIDATES)
-    ordered = weights.topk(candidates, dim=1).values
+    candidates = min(vocab, within or TOP_P_CANDIDATES)
+    if 2 * candidates >= vocab:
+        candidates = vocab
+    if candidates == vocab:
+        ordered = weights.sort(dim=1, descending=True).values
+    else:
+        ordered = weights.topk(candidates, dim=1).values
     limit = (top_p * total)[:, None]
     before = ordered.cumsum(1) - ordered
     kept = (before < limit).sum(1, keepdim=True)
-    if candidates < vocab and bool((kept == candidates).any()):  # some nucleus may go on: sort it all
+    if within is None and candidates < vocab and bool((kept == candidates).any()):  # it may go on
         ordered = weights.sort(dim=1, descending=True).values
         before = ordered.cumsum(1) - ordered
         kept = (before < limit).sum(1, keepdim=True)
@@ -169,7 +180,8 @@ def choose(
         scores.masked_fill_((scores < kth) & (settings.top_k > 0)[:, None], float("-inf"))
     weights = scores.sub_(scores.amax(1, keepdim=True)).exp_()
     if settings.any_top_p:
-        floor = _top_p_floor(weights, weights.sum(1), settings.top_p)
+        within = settings.most_k if settings.top_p_within_k else None
+        floor = _top_p_floor(weights, weights.sum(1), settings.top_p, within)
         weights.masked_fill_(weights < floor, 0.0)
     cdf = weights.cumsum_(1)
     total = cdf[:, -1:]
