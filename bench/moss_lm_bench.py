@@ -53,9 +53,10 @@ from app.families.moss.lm.engine import MossFrameEngine
 from app.families.moss.lm.loader import LoadedMoss, choose_attention, choose_dtype, load_moss_lm, special_ids
 from app.families.moss.lm.model import MossTTSRealtime
 from app.families.moss.lm.prompt import MossPrompter
-from app.families.moss.lm.sampling import RowParams, choose_codes
+from app.families.moss.lm.sampling import choose_codes, row_sampling
 from app.families.moss.lm.types import FrameJob, FrameSampling
 from app.families.neucodec.fixtures.lm import write_byte_tokenizer
+from app.lm.sampling import BatchSampling
 from bench.moss_codec_bench import cpu_model
 from bench.saving import save_report
 
@@ -110,10 +111,7 @@ def split(loaded: LoadedMoss, args: argparse.Namespace, streams: int = 1) -> dic
     model, device = loaded.model, loaded.device
     local = model.local_transformer
     jobs = [job(loaded, args, seed=1 + i) for i in range(streams)]  # same length: no padding needed
-    generators: list[torch.Generator | None] = [
-        torch.Generator(device=device).manual_seed(1 + i) for i in range(streams)
-    ]
-    params = RowParams.of([j.sampling for j in jobs], device)
+    params = BatchSampling.of([row_sampling(j.sampling) for j in jobs], device)
     window = jobs[0].sampling.repetition_window
     history = torch.zeros((streams, args.frames, 16), dtype=torch.long, device=device)
     cache = local.new_cache(streams)
@@ -144,7 +142,8 @@ def split(loaded: LoadedMoss, args: argparse.Namespace, streams: int = 1) -> dic
                 synchronize(device)
                 middle = time.perf_counter()
                 recent = history[:, max(0, frame - window) : frame, head]
-                history[:, frame, head], _ = choose_codes(logits, head, recent, params, generators)
+                frames = torch.full((streams,), frame, dtype=torch.long, device=device)
+                history[:, frame, head], _ = choose_codes(logits, head, recent, params, frames)
                 local_s += middle - started
                 sampling_s += time.perf_counter() - middle
             times["local_ms"].append(local_s * 1e3)

@@ -4,7 +4,9 @@ An engine thread owns its model; each generation it runs has a ``Handoff``: the 
 (codes, frames) and finally ``finish``es it with an ``Ended``; the event loop side reads them with
 ``next_items`` (every item that has arrived, at least one, so a fast engine is not paid for one await per
 item) and stops the generation with ``close`` (it returns once the thread has left it: within one step).
-Items cross with ``loop.call_soon_threadsafe``; a loop that is gone cancels the generation.
+Items cross with ``loop.call_soon_threadsafe``; a loop that is gone cancels the generation. A batched
+engine hands a whole step's items over with ``post_all``: one ``call_soon_threadsafe`` per event loop per
+step, however many rows stepped.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from app.core.errors import APIError
 from app.core.types import FinishReason
@@ -91,3 +94,25 @@ class Handoff(Generic[T]):
         self.cancel.set()
         if self.started.is_set():
             await self.done.wait()
+
+
+def post_all(handoffs: Sequence[Handoff[Any]], items: Sequence[Any]) -> None:
+    """``handoffs[i].post(items[i])`` for every i, with one ``call_soon_threadsafe`` per event loop (the
+    items of one step of a batch). Items posted later, and ``finish``, still arrive after these."""
+    by_loop: dict[asyncio.AbstractEventLoop, tuple[list[Handoff[Any]], list[Any]]] = {}
+    for handoff, item in zip(handoffs, items, strict=True):
+        group = by_loop.setdefault(handoff.loop, ([], []))
+        group[0].append(handoff)
+        group[1].append(item)
+    for loop, (theirs, their_items) in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_put_all, theirs, their_items)
+        except RuntimeError:  # the loop is gone: nobody reads these
+            for gone in theirs:
+                gone.cancel.set()
+
+
+def _put_all(handoffs: list[Handoff[Any]], items: list[Any]) -> None:
+    """On the event loop: each item into its handoff's queue."""
+    for handoff, item in zip(handoffs, items, strict=True):
+        handoff.out.put_nowait(item)

@@ -8,8 +8,11 @@ together, ``prefill_chunk`` positions in all per chunk) and steps. This engine g
 the prefill's last hidden state makes frame 0 (16 local sub-steps, batched), and each step is ONE
 backbone forward over every row's new row ``[text, previous frame]`` (per-row positions, left-padded
 cache), then 16 local sub-steps batched over the rows, each followed by the rows' sampling, batched
-(``sampling.choose_codes``) but with every row's own parameters, ``torch.Generator`` and repetition
-history; rows that sampled EOS on codebook 0 or reached ``max_frames`` leave.
+(``sampling.choose_codes``) but with every row's own parameters, seed and repetition history; rows that
+sampled EOS on codebook 0 or reached ``max_frames`` leave. The rows stepping together keep their state
+stacked (``Stacked``: settings, frames made, the counts) from step to step, rebuilt only when a row
+joins or leaves, so a step's work beyond the forwards is a fixed number of batched operations, one host
+read and one hand-over of every row's frame to the event loop (``post_all``).
 
 **Prefill policy.** Requests admitted together are prefilled together, and a prefill chunk alternates
 with a batch step. One at a time (``prefill_rows=1``, the former policy), the k-th of n simultaneous
@@ -41,26 +44,31 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from app.core.errors import InvalidRequest
+from app.core.types import FinishReason
 from app.families.moss.lm.loader import LoadedMoss
 from app.families.moss.lm.local import LocalCache
-from app.families.moss.lm.sampling import RowParams, choose_codes
+from app.families.moss.lm.sampling import choose_codes, row_sampling
 from app.families.moss.lm.types import AUDIO_EOS, CODEBOOKS, COLUMNS, FrameJob
-from app.families.shared.handoff import Handoff
+from app.families.shared.handoff import Handoff, post_all
 from app.families.shared.scheduler import BatchedEngine
+from app.lm.sampling import BatchSampling, RowSampling
 
 
 @dataclass(eq=False)
 class FrameRow:
-    """One request inside the loop: its rows, its text still to feed and its sampling state."""
+    """One request inside the loop: its rows, its text still to feed and its sampling state (while it
+    steps in a batch, the batch's ``Stacked`` holds its up-to-date ``history``; written back when the
+    batch changes)."""
 
     handoff: Handoff[np.ndarray]
     job: FrameJob
     prefill: torch.Tensor  # [1, T, 17]
     tail: list[int]  # text ids fed with steps 1, 2, ...
     history: torch.Tensor  # [max_frames, 16] frames made so far (repetition penalty, input)
-    generator: torch.Generator | None = None
+    sampling: RowSampling
     length: int = 0  # rows in its cache (set once prefilled)
     frames: int = 0  # frames made (and posted)
 
@@ -109,6 +117,7 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         )
         self.loaded = loaded
         self._local: LocalCache | None = None
+        self._stacked: Stacked | None = None
 
     @property
     def max_batch(self) -> int:
@@ -180,10 +189,7 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         device = self._tensors
         prefill = torch.from_numpy(np.ascontiguousarray(job.prefill, dtype=np.int64)).to(device)[None]
         history = torch.zeros((job.max_frames, CODEBOOKS), dtype=torch.long, device=device)
-        row = FrameRow(handoff, job, prefill, list(job.text_tail), history)
-        if job.sampling.seed is not None:
-            row.generator = torch.Generator(device=device).manual_seed(job.sampling.seed)
-        return row
+        return FrameRow(handoff, job, prefill, list(job.text_tail), history, row_sampling(job.sampling))
 
     def prompt(self, row: FrameRow) -> torch.Tensor:
         return row.prefill
@@ -216,21 +222,43 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
             beside = row.text_at(row.frames - 1, text_pad)  # the text id beside the frame fed now
             assert beside is not None  # a row whose text has not come is parked, not stepped
             texts.append(beside)
-        audio = torch.stack([row.history[row.frames - 1] for row in rows])
+        state = self.stacked(rows)
+        audio = state.history[state.arange, state.frames - 1]
         text = torch.tensor(texts, dtype=torch.long, device=self._tensors)
         return torch.cat([text[:, None], audio], dim=1)[:, None]
 
+    def stacked(self, rows: list[FrameRow]) -> Stacked:
+        """The stacked state of ``rows``: the current one, or (the batch changed) the previous one written
+        back into its rows and ``rows`` stacked anew."""
+        if self._stacked is not None and self._stacked.same(rows):
+            return self._stacked
+        if self._stacked is not None:
+            self._stacked.write_back()
+        self._stacked = Stacked.of(rows, self._tensors)
+        return self._stacked
+
     def sample(self, rows: list[FrameRow], out: torch.Tensor) -> list[FrameRow]:
         """Each row's next frame from its backbone state, delivered; the rows that left."""
-        codes, host, failed = self._frame(out, rows)
-        done = []
-        for i, row in enumerate(rows):
-            if i in failed:
-                self.finish(row, "error", self.failure(failed[i]))
-                done.append(row)
-            elif not self._deliver(row, codes[i], host[i]):
-                done.append(row)
-        return done
+        state = self.stacked(rows)
+        codes, failed = self._frame(out, state)
+        length = state.frames + 1 >= state.max_frames
+        ending = torch.where(failed, 3, torch.where(codes[:, 0] == AUDIO_EOS, 1, torch.where(length, 2, 0)))
+        host = torch.cat([codes, ending[:, None]], dim=1).cpu().numpy()  # the step's one host read
+        index = state.frames[:, None, None].expand(-1, 1, CODEBOOKS)
+        state.history.scatter_(1, index, codes[:, None])
+        state.frames += 1
+        endings = host[:, CODEBOOKS].tolist()
+        going = [i for i, end in enumerate(endings) if end in (0, 2)]
+        for i in going:
+            rows[i].frames += 1
+        post_all([state.handoffs[i] for i in going], [host[i, None, :CODEBOOKS] for i in going])
+        gone = []
+        for i, end in enumerate(endings):
+            if end:
+                error = self.failure(ValueError("the logits are not finite")) if end == 3 else None
+                self.finish(rows[i], ENDINGS[end - 1], error)
+                gone.append(rows[i])
+        return gone
 
     def _check(self, job: FrameJob) -> None:
         """Refuse, before anything runs, a job this engine can never serve."""
@@ -258,53 +286,76 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
                 param="max_tokens",
             )
 
-    def _frame(
-        self, hidden: torch.Tensor, rows: list[FrameRow]
-    ) -> tuple[torch.Tensor, np.ndarray, dict[int, Exception]]:
+    def _frame(self, hidden: torch.Tensor, state: Stacked) -> tuple[torch.Tensor, torch.Tensor]:
         """The next frame of each row from its backbone state ``hidden`` [B, H]: 16 local forwards over
         the rows, each followed by the rows' sampling in one batched call (``choose_codes``: each row its
-        own settings, repetition window and generator). A row whose draw raised gets its exception
-        instead (the others go on; its later codes are placeholders). Returns the frames [B, 16] on the
-        device and on the host (the step's one host read), and the failed rows."""
+        own settings, repetition window and seed). Returns the frames [B, 16] on the device and the rows
+        that could not sample (their codes are placeholders)."""
         local = self.loaded.model.local_transformer
         assert self._local is not None
-        device = hidden.device
-        params = RowParams.of([row.job.sampling for row in rows], device)
-        generators = [row.generator for row in rows]
-        recent = _recent(rows, device)
-        codes = torch.zeros((len(rows), CODEBOOKS), dtype=torch.long, device=device)
-        failed: dict[int, Exception] = {}
+        recent = state.recent()
+        codes = torch.zeros((len(state.rows), CODEBOOKS), dtype=torch.long, device=hidden.device)
+        failed = torch.zeros(len(state.rows), dtype=torch.bool, device=hidden.device)
         x = hidden
         for head in range(CODEBOOKS):
             if head:
                 x = local.embed(head, codes[:, head - 1])
             logits = local.step(head, x, self._local)
-            codes[:, head], bad = choose_codes(logits, head, recent[:, :, head], params, generators)
-            for i, exc in bad.items():
-                failed.setdefault(i, exc)
-        return codes, codes.cpu().numpy(), failed
-
-    def _deliver(self, row: FrameRow, frame: torch.Tensor, host: np.ndarray) -> bool:
-        """Post a row's new frame (``frame`` on the device, ``host`` its copy), or end it (EOS on codebook
-        0, max_frames); False once it has ended."""
-        if host[0] == AUDIO_EOS:
-            self.finish(row, "stop")
-            return False
-        row.history[row.frames] = frame
-        row.frames += 1
-        row.handoff.post(host[None].copy())
-        if row.frames >= row.job.max_frames:
-            self.finish(row, "length")
-            return False
-        return True
+            codes[:, head], bad = choose_codes(logits, head, recent[:, :, head], state.settings, state.frames)
+            failed |= bad
+        return codes, failed
 
 
-def _recent(rows: list[FrameRow], device: torch.device) -> torch.Tensor:
-    """Each row's last ``repetition_window`` frames of this turn, right-aligned and padded with -1:
-    [B, W, 16] with W the longest window in use."""
-    counts = [min(row.frames, max(row.job.sampling.repetition_window, 0)) for row in rows]
-    recent = torch.full((len(rows), max(counts), CODEBOOKS), -1, dtype=torch.long, device=device)
-    for i, (row, count) in enumerate(zip(rows, counts, strict=True)):
-        if count:
-            recent[i, -count:] = row.history[row.frames - count : row.frames]
-    return recent
+ENDINGS: tuple[FinishReason, ...] = ("stop", "length", "error")  # a row's ending 1, 2, 3 in ``sample``
+
+
+@dataclass(eq=False)
+class Stacked:
+    """The sampling state of the rows stepping together, ``[B, ...]`` in their order."""
+
+    rows: list[FrameRow]
+    handoffs: list[Handoff[np.ndarray]]
+    settings: BatchSampling
+    history: torch.Tensor  # [B, F, 16] frames made so far
+    frames: torch.Tensor  # [B] frames made
+    max_frames: torch.Tensor  # [B]
+    window: torch.Tensor  # [B] repetition window
+    widest: int  # the largest window
+    arange: torch.Tensor  # [B] 0..B-1
+
+    @classmethod
+    def of(cls, rows: list[FrameRow], device: torch.device) -> Stacked:
+        def column(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.long, device=device)
+
+        windows = [max(row.job.sampling.repetition_window, 0) for row in rows]
+        return cls(
+            list(rows),
+            [row.handoff for row in rows],
+            BatchSampling.of([row.sampling for row in rows], device),
+            pad_sequence([row.history for row in rows], batch_first=True),
+            column([row.frames for row in rows]),
+            column([row.job.max_frames for row in rows]),
+            column(windows),
+            max(windows),
+            torch.arange(len(rows), device=device),
+        )
+
+    def same(self, rows: list[FrameRow]) -> bool:
+        """True when ``rows`` are these rows in this order."""
+        return len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
+
+    def write_back(self) -> None:
+        """Each row's frames back into the row (a view of the stack's)."""
+        for i, row in enumerate(self.rows):
+            row.history = self.history[i, : row.history.shape[0]]
+
+    def recent(self) -> torch.Tensor:
+        """Each row's last ``repetition_window`` frames of this turn, right-aligned and padded with -1:
+        [B, W, 16] with W the largest window."""
+        rows, width = len(self.rows), self.widest
+        column = torch.arange(width, device=self.frames.device)
+        at = self.frames[:, None] - width + column  # [B, W] the frame each column holds
+        valid = (at >= 0) & (column >= width - self.window[:, None])
+        index = at.clamp(min=0)[:, :, None].expand(rows, width, CODEBOOKS)
+        return self.history.gather(1, index).masked_fill(~valid[:, :, None], -1)

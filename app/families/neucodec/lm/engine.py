@@ -2,11 +2,17 @@
 
 The scheduler admits, groups, prefills and steps; this engine gives the model's part: a row is one
 generation's prompt (tokenized like vLLM does: the tokenizer's own special-token rule, so both backends
-agree), its repetition-penalty history and its seeded ``torch.Generator``; the forward is the decoder
-plus the speech head (logits over the speech and stop ids only); sampling is each row's own
-(``choose_next``: temperature, top-k, top-p, repetition penalty), so a request's codes depend only on its
-own prompt, parameters and seed, never on who shares its steps (tested: batched equals alone). With
-``max_rows`` 1 it is the one-at-a-time engine.
+agree), its repetition-penalty history and its seed; the forward is the decoder plus the speech head (logits
+over the speech and stop ids only); sampling is batched over the rows with each row's own settings and
+seed (``app.lm.sampling.choose``: temperature, top-k, top-p, repetition penalty, a counter-based uniform
+per row and inverse-CDF), so a request's codes depend only on its own prompt, parameters and seed, never
+on who shares its steps (tested: batched equals alone). With ``max_rows`` 1 it is the one-at-a-time
+engine.
+
+**A step costs the rows almost nothing beyond the forward.** The rows stepping together keep their
+sampling state stacked (``Stacked``: settings, histories, the last code of each) from one step to the
+next, rebuilt only when a row joins or leaves; a step is the batched sampling, one host read (the codes
+and which rows ended) and one hand-over of every row's code to the event loop (``post_all``).
 
 **Why a hand-written loop**: transformers' own continuous batching (``generate_batch`` /
 ``ContinuousBatchingManager``, 5.x) samples with one ``GenerationConfig`` for the whole batch, so it has
@@ -25,13 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
+from app.core.types import FinishReason
 from app.families.neucodec.lm.loading import LoadedLM
-from app.families.neucodec.lm.sampling import choose_next
 from app.families.neucodec.lm.types import GenerationParams
 from app.families.neucodec.speech_tokens import SPEECH_CODES
-from app.families.shared.handoff import Handoff
+from app.families.shared.handoff import Handoff, post_all
 from app.families.shared.scheduler import BatchedEngine
+from app.lm.sampling import BatchSampling, RowSampling, choose, random_seed
+
+ENDINGS: tuple[FinishReason, ...] = ("stop", "length", "error")  # a row's ending 1, 2, 3 in ``sample``
 
 
 @dataclass(eq=False)
@@ -43,13 +53,16 @@ class Generation(Handoff[list[int]]):
 
 @dataclass(eq=False)
 class TokenRow:
-    """One generation inside the loop: its prompt and its sampling state."""
+    """One generation inside the loop: its prompt and its sampling state (while it steps in a batch, the
+    batch's ``Stacked`` holds the up-to-date ``history`` and ``last``; they are written back when the
+    batch changes)."""
 
     handoff: Generation
     params: GenerationParams
     prompt: torch.Tensor  # [1, P] LM ids
-    seen: torch.Tensor  # [A] bool over the allowed ids: repetition-penalty history
-    generator: torch.Generator | None
+    sampling: RowSampling
+    history: torch.Tensor  # [S + max_tokens] allowed-id indices seen (prompt's, then codes), -1 = free
+    seen: int  # entries of ``history`` in use
     length: int = 0  # tokens in its cache (prompt + codes fed back), set once prefilled
     generated: int = 0
     last: int = 0  # LM id of the code chosen last: the next step's input
@@ -60,25 +73,71 @@ class TokenRow:
         return int(self.prompt.shape[1]) + self.params.max_tokens
 
 
+@dataclass(eq=False)
+class Stacked:
+    """The sampling state of the rows stepping together, ``[B, ...]`` in their order."""
+
+    rows: list[TokenRow]
+    handoffs: list[Generation]
+    settings: BatchSampling
+    history: torch.Tensor  # [B, H] long, -1 = free
+    seen: torch.Tensor  # [B] entries in use
+    generated: torch.Tensor  # [B] codes made so far (the draw's counter)
+    max_tokens: torch.Tensor  # [B]
+    last: torch.Tensor  # [B] LM ids fed next
+    width: int  # the most entries in use in any row
+
+    @classmethod
+    def of(cls, rows: list[TokenRow], device: torch.device) -> Stacked:
+        def column(values: list[int]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.long, device=device)
+
+        return cls(
+            list(rows),
+            [row.handoff for row in rows],
+            BatchSampling.of([row.sampling for row in rows], device),
+            pad_sequence([row.history for row in rows], batch_first=True, padding_value=-1),
+            column([row.seen for row in rows]),
+            column([row.generated for row in rows]),
+            column([row.params.max_tokens for row in rows]),
+            column([row.last for row in rows]),
+            max(row.seen for row in rows),
+        )
+
+    def same(self, rows: list[TokenRow]) -> bool:
+        """True when ``rows`` are these rows in this order."""
+        return len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
+
+    def write_back(self) -> None:
+        """Each row's state back into the row (its history a view of the stack's)."""
+        seen, generated, last = self.seen.tolist(), self.generated.tolist(), self.last.tolist()
+        for i, row in enumerate(self.rows):
+            row.history = self.history[i, : row.history.shape[0]]
+            row.seen, row.generated, row.last = seen[i], generated[i], last[i]
+
+
 class SpeechTokenEngine(BatchedEngine[GenerationParams, TokenRow]):
     """Speech codes for many generations at once on one loaded LM (see the module docstring)."""
 
     def __init__(self, lm: LoadedLM, name: str, **limits: Any) -> None:
         super().__init__(name, lm.device, **limits)
         self.lm = lm
+        self._stacked: Stacked | None = None
 
     def prepare(self, job: GenerationParams, handoff: Handoff[Any]) -> TokenRow:
         lm = self.lm
         assert isinstance(handoff, Generation)
         prompt = lm.tokenizer(job.prompt, return_tensors="pt").input_ids.to(lm.device)
         handoff.prompt_tokens = int(prompt.shape[1])
-        seen = torch.zeros(len(lm.allowed_ids), dtype=torch.bool, device=lm.device)
         in_prompt = lm.lm_to_allowed[prompt[0]]
-        seen[in_prompt[in_prompt >= 0]] = True
-        generator = None
-        if job.seed is not None:
-            generator = torch.Generator(device=lm.device).manual_seed(job.seed)
-        return TokenRow(handoff, job, prompt, seen, generator)
+        in_prompt = in_prompt[in_prompt >= 0]
+        history = torch.full((len(in_prompt) + job.max_tokens,), -1, dtype=torch.long, device=lm.device)
+        history[: len(in_prompt)] = in_prompt
+        top_k = job.top_k if job.top_k is not None and job.top_k > 0 else 0
+        top_p = job.top_p if job.top_p is not None else 1.0
+        seed = job.seed if job.seed is not None else random_seed()
+        sampling = RowSampling(job.temperature, top_k, top_p, job.repetition_penalty, seed)
+        return TokenRow(handoff, job, prompt, sampling, history, len(in_prompt))
 
     def prompt(self, row: TokenRow) -> torch.Tensor:
         return row.prompt
@@ -97,28 +156,43 @@ class SpeechTokenEngine(BatchedEngine[GenerationParams, TokenRow]):
         )
 
     def step_inputs(self, rows: list[TokenRow]) -> torch.Tensor:
-        return torch.tensor([[row.last] for row in rows], device=self.device)
+        return self.stacked(rows).last[:, None]
+
+    def stacked(self, rows: list[TokenRow]) -> Stacked:
+        """The stacked state of ``rows``: the current one, or (the batch changed) the previous one written
+        back into its rows and ``rows`` stacked anew."""
+        if self._stacked is not None and self._stacked.same(rows):
+            return self._stacked
+        if self._stacked is not None:
+            self._stacked.write_back()
+        self._stacked = Stacked.of(rows, self.lm.device)
+        return self._stacked
 
     def sample(self, rows: list[TokenRow], out: torch.Tensor) -> list[TokenRow]:
-        return [row for i, row in enumerate(rows) if not self._sample(row, out[i])]
-
-    def _sample(self, row: TokenRow, logits: torch.Tensor) -> bool:
-        """Sample the row's next code from its logits over the allowed ids ``[A]`` and post it; False once
-        the row has left (finished, or failed: a failure here ends this row alone)."""
-        params = row.params
-        try:
-            index = choose_next(logits, row.seen, params, row.generator)
-        except Exception as exc:
-            self.finish(row, "error", self.failure(exc))
-            return False
-        if index >= SPEECH_CODES:
-            self.finish(row, "stop")
-            return False
-        row.seen[index] = True
-        row.handoff.post([index])
-        row.generated += 1
-        row.last = int(self.lm.allowed_ids[index])
-        if row.generated >= params.max_tokens:
-            self.finish(row, "length")
-            return False
-        return True
+        """Every row's next code from its logits over the allowed ids ``out`` [B, A], in one batched
+        ``choose``; codes posted, ended rows finished (a row that could not sample fails alone). Returns
+        the rows that left."""
+        state = self.stacked(rows)
+        codes, failed = choose(out, state.history[:, : state.width], state.settings, state.generated)
+        stop = codes >= SPEECH_CODES
+        length = state.generated + 1 >= state.max_tokens
+        # the step's one host read: each row's code and how it ends (0 going on, 1 stop, 2 length, 3 error)
+        ending = torch.where(failed, 3, torch.where(stop, 1, torch.where(length, 2, 0)))
+        host_codes, host_ending = torch.stack([codes, ending]).tolist()
+        state.history.scatter_(1, state.seen[:, None], codes[:, None])
+        state.seen += 1
+        state.generated += 1
+        state.last = self.lm.allowed_ids[codes]
+        state.width += 1
+        if not any(host_ending):
+            post_all(state.handoffs, [[code] for code in host_codes])
+            return []
+        going = [i for i, end in enumerate(host_ending) if end in (0, 2)]
+        post_all([state.handoffs[i] for i in going], [[host_codes[i]] for i in going])
+        gone = []
+        for i, end in enumerate(host_ending):
+            if end:
+                error = self.failure(ValueError("the logits are not finite")) if end == 3 else None
+                self.finish(rows[i], ENDINGS[end - 1], error)
+                gone.append(rows[i])
+        return gone

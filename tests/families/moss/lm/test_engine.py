@@ -15,7 +15,6 @@ import pytest
 import torch
 
 import app.families.moss.lm.engine as engine_module
-import app.families.moss.lm.sampling as sampling_module
 from app.core.errors import BackendError, InvalidRequest, RateLimited, Unavailable
 from app.families.moss.lm.engine import MossFrameEngine
 from app.families.moss.lm.loader import LoadedMoss, load_moss_lm
@@ -176,20 +175,21 @@ async def test_closing_a_stream_removes_its_row_within_one_step(
 async def test_a_failing_row_fails_alone(
     loaded: LoadedMoss, prompter: MossPrompter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = sampling_module.draw
+    real = engine_module.choose_codes
     draws: list[int] = []
 
-    def draw(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-        if generator is not None and generator.initial_seed() == 777:
+    def choose(logits: torch.Tensor, head: int, recent: torch.Tensor, settings: Any, frames: Any) -> Any:
+        doomed = settings.seed_lo == 777
+        if bool(doomed.any()):
             draws.append(1)
-            if len(draws) > 20:  # mid-stream: after its first frame went out
-                raise RuntimeError("boom")
-        return real(probs, generator)
+            if len(draws) > 20:  # mid-stream, after its first frame went out: its logits go NaN
+                logits = logits.float().masked_fill(doomed[:, None], float("nan"))
+        return real(logits, head, recent, settings, frames)
 
     good = prompter.job("The good row.", reference=None, max_frames=8, sampling=FrameSampling(seed=5))
     bad = prompter.job("The bad row.", reference=None, max_frames=8, sampling=FrameSampling(seed=777))
     expected = await alone(loaded, good)
-    monkeypatch.setattr(sampling_module, "draw", draw)
+    monkeypatch.setattr(engine_module, "choose_codes", choose)
     engine = MossFrameEngine(loaded)
     engine.start()
     bad_frames: list[np.ndarray] = []
@@ -204,7 +204,7 @@ async def test_a_failing_row_fails_alone(
     finally:
         await engine.close()
     assert np.array_equal(results[0], expected)
-    assert isinstance(results[1], BackendError) and "boom" in str(results[1])
+    assert isinstance(results[1], BackendError) and "not finite" in str(results[1])
     assert sum(len(f) for f in bad_frames) == 1  # its first frame, then the failure
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import torch
 
 from app.core.errors import BackendError, Unavailable
 from app.families.neucodec.family import build_source
@@ -237,21 +238,17 @@ async def test_cancel_mid_flight_leaves_within_a_step(
 async def test_a_failing_row_fails_alone(
     source: TransformersTokenSource, alone: dict[GenerationParams, list[int]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = engine_module.choose_next
-    calls = 0
+    real = engine_module.choose
 
-    def flaky(logits: Any, seen: Any, p: GenerationParams, generator: Any = None) -> int:
-        nonlocal calls
-        if p.seed == 666:
-            calls += 1
-            if calls == 4:
-                raise RuntimeError("sampling blew up")
-        return real(logits, seen, p, generator)
+    def flaky(logits: torch.Tensor, history: Any, settings: Any, counter: torch.Tensor) -> Any:
+        doomed = (settings.seed_lo == 666) & (counter == 3)  # its fourth code: the logits go NaN
+        logits[doomed] = float("nan")
+        return real(logits, history, settings, counter)
 
-    monkeypatch.setattr(engine_module, "choose_next", flaky)
+    monkeypatch.setattr(engine_module, "choose", flaky)
     bad = source.generate(params(5, seed=666, max_tokens=20))
     results = await asyncio.gather(run(bad), *(run(source.generate(p)) for p in MIX), return_exceptions=True)
-    assert isinstance(results[0], BackendError) and "sampling blew up" in str(results[0])
+    assert isinstance(results[0], BackendError) and "not finite" in str(results[0])
     assert bad.finish_reason == "error"
     for p, result in zip(MIX, results[1:], strict=True):
         assert not isinstance(result, BaseException)

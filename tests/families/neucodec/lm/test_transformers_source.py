@@ -15,7 +15,6 @@ import pytest_asyncio
 import torch
 
 from app.core.errors import Unavailable
-from app.families.neucodec.lm.sampling import apply_repetition_penalty, choose_next
 from app.families.neucodec.lm.transformers_source import TransformersTokenSource
 from app.families.neucodec.lm.types import GenerationParams, TokenStream
 from app.families.neucodec.speech_tokens import SPEECH_CODES
@@ -80,32 +79,6 @@ def forced_logits(source: TransformersTokenSource, make: Callable[[int], dict[in
         yield
     finally:
         handle.remove()
-
-
-# --- the sampling functions ----------------------------------------------------------------------------
-
-
-def test_repetition_penalty_divides_positive_and_multiplies_negative_seen_logits() -> None:
-    logits = torch.tensor([2.0, -2.0, 1.0, -1.0])
-    seen = torch.tensor([True, True, False, False])
-    assert apply_repetition_penalty(logits, seen, 2.0).tolist() == [1.0, -4.0, 1.0, -1.0]
-
-
-def test_greedy_top_k_and_top_p() -> None:
-    logits = torch.tensor([1.0, 3.0, 2.0])
-    seen = torch.zeros(3, dtype=torch.bool)
-    assert choose_next(logits, seen, params(temperature=0.0)) == 1
-    generator = torch.Generator().manual_seed(0)
-    assert {choose_next(logits, seen, params(top_k=1), generator) for _ in range(50)} == {1}
-    assert {choose_next(logits, seen, params(top_p=0.1), generator) for _ in range(50)} == {1}
-
-
-def test_top_p_keeps_the_smallest_set_reaching_p() -> None:
-    logits = torch.tensor([0.5, 0.3, 0.2]).log()
-    seen = torch.zeros(3, dtype=torch.bool)
-    generator = torch.Generator().manual_seed(0)
-    picks = {choose_next(logits, seen, params(top_p=0.6), generator) for _ in range(200)}
-    assert picks == {0, 1}
 
 
 # --- generation ----------------------------------------------------------------------------------------
