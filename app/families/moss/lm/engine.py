@@ -142,7 +142,7 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
     def details(self) -> dict[str, object]:
         """What runs where, for readiness and logs."""
         loaded = self.loaded
-        accelerator = loaded.device.type != "cpu"
+        chosen = loaded.precision.reason if loaded.precision is not None else "the dtype the caller chose"
         return {
             "device": str(loaded.device),
             "dtype": str(loaded.dtype).removeprefix("torch."),
@@ -151,11 +151,7 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
             "prefill_rows": self.prefill_rows,
             "max_cached_rows": self.max_cached_rows,
             "cache_bytes": self.max_cached_rows * self.row_bytes(),
-            "why": (
-                "bfloat16 and sdpa by default on an accelerator"
-                if accelerator
-                else "float32 on cpu by default (exact; sdpa gives eager's frames and is not slower)"
-            ),
+            "why": chosen,
         }
 
     async def stream(self, job: FrameJob, *, admitted: bool = False) -> AsyncGenerator[np.ndarray, None]:
