@@ -29,6 +29,7 @@ TORCH_MODULES = {  # packages and modules that wrap torch, redis or a device: th
     "app.lm.attention",
     "app.lm.padded_cache",
     "app.lm.planted_stop",
+    "app.lm.sampling",
     *(
         f"app.families.{family}.{part}"
         for family in ("neucodec", "moss")

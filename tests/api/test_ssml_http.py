@@ -36,9 +36,11 @@ def spoken(prompt: str) -> str:
 
 # lossy formats: where input sample 0 lands (AAC in ADTS cannot signal its priming), and how far a
 # silence edge may move, in 24 kHz samples: one 20 ms frame for AAC; MP3 and Opus spread each edge by
-# their transform's overlap with the noise next to it (measured: about 800-950 samples)
+# their transform's overlap with the noise next to it (measured: about 800-950 samples for MP3; for Opus,
+# whose adaptive encoder decides by what came before, up to about 1,000 with the same samples at the
+# edge, so three frames)
 PRIMING = {"aac": 1024, "mp3": 0, "opus": 0}
-EDGE = {"aac": FRAME, "mp3": 2 * FRAME, "opus": 2 * FRAME}
+EDGE = {"aac": FRAME, "mp3": 2 * FRAME, "opus": 3 * FRAME}
 DEMUXER = {"flac": "flac", "aac": "aac", "mp3": "mp3", "opus": "ogg"}
 
 

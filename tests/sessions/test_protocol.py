@@ -284,15 +284,15 @@ async def test_the_turns_of_a_connection_are_one_conversation(
 ) -> None:
     interleave = served.app.state.engine.interleave
     engine = served.moss.lm.engine  # type: ignore[union-attr]
-    deliver = engine._deliver
+    frame = engine._frame
 
-    def stops_after_eight(row: Any, frame: Any, host: np.ndarray) -> bool:
-        if row.frames >= 8:  # a model that ends its turn (random weights rarely sample EOS)
-            host = host.copy()
-            host[0] = AUDIO_EOS
-        return bool(deliver(row, frame, host))
+    def stops_after_eight(hidden: Any, state: Any) -> tuple[Any, Any]:
+        codes, failed = frame(hidden, state)
+        codes = codes.clone()  # a model that ends its turn (random weights rarely sample EOS)
+        codes[state.frames >= 8, 0] = AUDIO_EOS
+        return codes, failed
 
-    monkeypatch.setattr(engine, "_deliver", stops_after_eight)
+    monkeypatch.setattr(engine, "_frame", stops_after_eight)
     async with await connect(served) as ws:
         client = Client(ws)
         first = await speak(client, "m1", "The first turn.", 5, moss_options(GREEDY))
