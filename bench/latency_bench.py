@@ -30,11 +30,8 @@ import argparse
 import asyncio
 import json
 import os
-import platform
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +41,8 @@ import aiohttp
 import numpy as np
 
 from bench.bench import percentile, speech_url
-from bench.codec_bench import cpu_model
 from bench.saving import save_report
-from bench.server_speed_bench import Server, free_port, processes, text_for, wait_ready
+from bench.server_speed_bench import Server, free_port, machine, processes, run_on_codec, text_for, wait_ready
 
 PREVIOUS_ENV = {
     "DEFAULT_PLAYBACK_SPEED": "2.0",
@@ -269,25 +265,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--instant-streams", type=int, default=8, help="streams of the instant-LM run")
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` too stops the servers it started
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        codec_dir = args.codec_dir.resolve() if args.codec_dir is not None else None
-        if codec_dir is None:
-            subprocess.run(
-                [sys.executable, "-m", "app.tools.fixtures", "--out", tmp, "--full-size-codec"], check=True
-            )
-            codec_dir = Path(tmp) / "codec"
-        rows = asyncio.run(run(args, codec_dir, Path(tmp)))
+    rows = run_on_codec(args, run)
     report = {
         "bench": "latency",
-        "decoder": str(args.codec_dir)
-        if args.codec_dir
-        else "random official-size NeuCodec (written for the run)",
+        **machine(args.codec_dir),
         "lm": "fake vLLM, one token per event on a fixed timeline per stream; instant: all in one event",
-        "cpu": cpu_model(),
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "platform": platform.platform(),
         "previous_env": PREVIOUS_ENV,
         "rounds": args.rounds,
         "tokens": args.tokens,

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,6 +290,33 @@ def table(rows: dict[str, Any], streams: int) -> str:
     return "\n".join(lines)
 
 
+def run_on_codec(
+    args: argparse.Namespace, run: Callable[[argparse.Namespace, Path, Path], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """``run(args, codec_dir, logs)`` on ``args.codec_dir`` or on an official-size random decoder written
+    for the run, in a temporary directory that holds the servers' logs; SIGTERM (as `timeout` sends)
+    exits so that the servers it started are stopped."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    with tempfile.TemporaryDirectory() as tmp:
+        codec_dir = args.codec_dir.resolve() if args.codec_dir is not None else None
+        if codec_dir is None:
+            subprocess.run(
+                [sys.executable, "-m", "app.tools.fixtures", "--out", tmp, "--full-size-codec"], check=True
+            )
+            codec_dir = Path(tmp) / "codec"
+        return asyncio.run(run(args, codec_dir, Path(tmp)))
+
+
+def machine(codec_dir: Path | None) -> dict[str, Any]:
+    """The report's head: the decoder and the machine it ran on."""
+    return {
+        "decoder": str(codec_dir) if codec_dir else "random official-size NeuCodec (written for the run)",
+        "cpu": cpu_model(),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "platform": platform.platform(),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -300,25 +327,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests-per-stream", type=int, default=2)
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` too stops the servers it started
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        codec_dir = args.codec_dir.resolve() if args.codec_dir is not None else None
-        if codec_dir is None:
-            subprocess.run(
-                [sys.executable, "-m", "app.tools.fixtures", "--out", tmp, "--full-size-codec"], check=True
-            )
-            codec_dir = Path(tmp) / "codec"
-        rows = asyncio.run(run(args, codec_dir, Path(tmp)))
+    rows = run_on_codec(args, run)
     report = {
         "bench": "server_speed",
-        "decoder": str(args.codec_dir)
-        if args.codec_dir
-        else "random official-size NeuCodec (written for the run)",
+        **machine(args.codec_dir),
         "lm": "fake vLLM, every token of an utterance in one event",
-        "cpu": cpu_model(),
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "platform": platform.platform(),
         "old_env": OLD_ENV,
         "utterance_s": SECONDS,
         "rounds": args.rounds,
