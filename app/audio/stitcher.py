@@ -50,6 +50,11 @@ is never cut (the end of its stream comes before any deadline). With cuts the wi
 when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
 The last window's budget counts the codes actually decoded.
 
+First window: the listener plays the first window while the second decodes, so a first window shorter
+than a decode (a slow codec, a loaded one) stalls right after it starts. ``covering`` lengthens the first
+window of new streams to ``cover`` times the codec's recent decode time of a short window
+(``STREAM_FIRST_COVER``); on a fast codec the configured first window already covers it and stays.
+
 Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
 (plus any bucket slack or budget). With the server's defaults (see ``app/core/defaults.py``) an
 utterance of 3, 5, 10 or 20 s decodes at most 1.2 codes per code it emits (``bench/stitch_bench.py``
@@ -73,6 +78,7 @@ how the codes were split across ``push()`` calls. The last window always has at 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -87,6 +93,7 @@ Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
 argument is the window's play-out deadline in ``time.monotonic()`` seconds (None: needed now)."""
 
 LAST_WINDOW_SLACK = 0.1  # a last window grows to a bucket only when that adds at most this fraction
+FIRST_STEP_TOKENS = 5  # a first window lengthened to cover the codec's decode time grows by this many codes
 
 
 @dataclass(frozen=True)
@@ -217,6 +224,26 @@ class StitchSchedule:
             redecode_budget=redecode_budget,
             cuts=cuts,
         )
+
+    def covering(
+        self, decode_s: float | None, cover: float, tokens_per_s: int = TOKENS_PER_SECOND
+    ) -> StitchSchedule:
+        """This schedule with a first window that plays at least ``cover`` times ``decode_s`` (the
+        codec's recent time for a short decode; None or ``cover`` 0: unchanged), so that the listener
+        does not run dry while the second window decodes (module docstring, "First window").
+
+        The first window grows in steps of ``FIRST_STEP_TOKENS`` codes (concurrent streams then share
+        its length, and batch) up to ``max_window_tokens``; it decodes at its own length, which joins
+        the buckets. A window already long enough is kept.
+        """
+        if decode_s is None or cover <= 0 or decode_s <= 0:
+            return self
+        step = FIRST_STEP_TOKENS
+        need = min(self.max_window_tokens, math.ceil(cover * decode_s * tokens_per_s / step) * step)
+        if need <= self.first_own:
+            return self
+        buckets = tuple(sorted({*self.buckets, need + self.future_tokens})) if self.buckets else ()
+        return dataclasses.replace(self, first_tokens=need, buckets=buckets)
 
     @property
     def first_own(self) -> int:

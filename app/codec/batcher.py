@@ -8,7 +8,8 @@ then
 
 - picks the next batch from a ``DeadlineQueue`` (``app.codec.deadlines``): the most urgent live item and
   up to ``max_batch - 1`` more items of the same ``key`` (the exact window length for decodes: batches
-  are never padded in time), most urgent first; cancelled items are dropped;
+  are never padded in time), most urgent first, or fewer where ``rows(key)`` says so (a CPU batches
+  short windows only); cancelled items are dropped;
 - when the batch is not full and its most urgent item was queued less than ``window_s`` ago, waits until
   then (or until the batch would be full) for more items to share it: only when the device was idle;
   a device that was busy has let the queue fill meanwhile;
@@ -140,6 +141,7 @@ class Batcher(Generic[T, R, P]):
         max_batch: int,
         timeout_s: float,
         deadlines: bool = True,
+        rows: Callable[[Hashable], int] | None = None,
         bind_thread: Callable[[], None] = lambda: None,
         warmup: Callable[[], None] = lambda: None,
         observer: BatchObserver | None = None,
@@ -154,6 +156,8 @@ class Batcher(Generic[T, R, P]):
         self._run = run
         self._window_s = window_s
         self.max_batch = max_batch
+        self._key = key
+        self._rows = rows  # most items of a key in one batch (capped at max_batch); None: max_batch
         self._timeout_s = timeout_s
         self.deadlines = deadlines
         self._bind_thread = bind_thread
@@ -165,6 +169,12 @@ class Batcher(Generic[T, R, P]):
         self._cond = threading.Condition()  # guards _queue and _closed; the worker sleeps on it
         self._threads: list[threading.Thread] = []
         self._closed = False
+
+    def rows_for(self, payload: T) -> int:
+        """Most items in a batch with ``payload``'s: ``max_batch``, or less where ``rows`` says so."""
+        if self._rows is None:
+            return self.max_batch
+        return max(1, min(self.max_batch, self._rows(self._key(payload))))
 
     @property
     def running(self) -> bool:
@@ -230,9 +240,10 @@ class Batcher(Generic[T, R, P]):
                     self._cond.wait()  # woken by submit or close
                     continue
                 item, _, same_key = head
+                limit = self.rows_for(item.payload)
                 wait = item.queued_at + self._window_s - time.monotonic()
-                if same_key >= self.max_batch or wait <= 0:
-                    batch = self._queue.take(self.max_batch)  # empty if all were cancelled meanwhile
+                if same_key >= limit or wait <= 0:
+                    batch = self._queue.take(limit)  # empty if all were cancelled meanwhile
                     if batch:
                         depth = len(self._queue)
                         break

@@ -21,6 +21,9 @@ MAX_PROMPT_CHARS = 2000
 """Longest accepted ``prompt`` (extra instructions of the llm normalizer)."""
 MAX_INTERLEAVE_ID_CHARS = 256
 """Longest accepted interleave id, in characters."""
+CODEC_CPU_BATCH_CODES = 128
+"""On a CPU (CODEC_BATCHING=auto), windows of one length batch while the batch holds at most this many
+codes: short windows share a decode's fixed cost; long ones keep the cores busy alone."""
 BATCH_WINDOW_MS = 2.0
 """How long the codec batcher gathers more windows after the first."""
 MAX_BATCH_SIZE = 16
@@ -53,6 +56,9 @@ STREAM_REDECODE_BUDGET = 0.2
 while the whole utterance stays within ``1 + budget`` codes decoded per code emitted."""
 STREAM_CUT_MARGIN_S = 0.08
 """A window is cut at the codes that exist once its listener has less audio left than this (or than
-twice the stream's last decode)."""
+1.5 times the stream's last decode)."""
+STREAM_FIRST_COVER = 1.5
+"""The first window plays at least this many times the codec's recent short-decode time, so that the
+listener does not run dry while the next window decodes (a slow codec: a longer first window)."""
 CODEC_BUCKETS = (20, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 """Decode window lengths in codes (context included); 20 is the first window's 10 codes + 10 future."""

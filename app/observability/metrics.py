@@ -238,7 +238,7 @@ class Metrics:
 
     def observe_decoded(self, audio_s: float, compute_s: float) -> None:
         """The codec decoded ``audio_s`` seconds of audio in ``compute_s`` seconds (one batch)."""
-        self.capacity.codec.add(audio_s, compute_s)
+        self.capacity.decoded(audio_s, compute_s)
 
     def observe_stall(self, stall_s: float) -> None:
         """One stream ended; its listener stood ``stall_s`` seconds without audio."""

@@ -32,6 +32,17 @@ SCHEDULES = {
         2.0, 0.2, 2.0, 10.0, 0.3, 100.0, buckets=BUCKETS, redecode_budget=0.2
     ),
     "budgeted_small": StitchSchedule(4, 2.0, 10, 2, 1, 288, redecode_budget=0.5),
+    # the server's 0.2 s first window lengthened to cover a 0.27 s decode: 25 codes, the 35 bucket added
+    "covered": StitchSchedule.from_seconds(
+        0.2,
+        0.2,
+        6.0,
+        15.0,
+        0.3,
+        100.0,
+        buckets=(20, 64, 96, 128, 192, 256, 384, 512, 768),
+        redecode_budget=0.2,
+    ).covering(0.27, 1.5),
     # buckets leave later windows 1 code of their own (15 past + 1 in 16): the joins must fit in them
     "bucketed_shrinking": StitchSchedule(1, 1.0, 10, 0, 15, 2400, buckets=(16, 24, 32, 48, 64)),
 }
@@ -457,3 +468,21 @@ def test_the_default_schedule_starts_small_and_grows() -> None:
     assert schedule.first_tokens == 10 and schedule.future_tokens == 10
     assert schedule.plan(500) == [(0, 10, 0, 20), (10, 54, 0, 64), (54, 413, 39, 423), (413, 500, 372, 500)]
     assert (schedule.crossfade_left, schedule.crossfade_right) == (1200, 1200)
+
+
+@pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
+def test_a_slow_codec_gets_a_first_window_that_covers_its_decode(buckets: tuple[int, ...]) -> None:
+    """1.5 x a 0.27 s decode is 0.405 s: 20.25 codes, 25 in steps of 5; the first window decodes its 25 +
+    10 future codes at that length (with buckets: the 35 bucket joins them), and the rest follows."""
+    schedule = server_default_schedule(buckets)
+    assert schedule.covering(None, 1.5) is schedule and schedule.covering(0.27, 0) is schedule
+    assert schedule.covering(0.05, 1.5) is schedule  # 0.075 s: the 0.2 s window already covers it
+    slow = schedule.covering(0.27, 1.5)
+    assert slow.first_tokens == 25 and slow.first_own == 25
+    assert slow.buckets == (tuple(sorted({*buckets, 35})) if buckets else ())
+    assert slow.plan(500)[0] == (0, 25, 0, 35)
+    # then 6 x 25 = 150 codes with 15 past and 10 future: 175 codes, or the 192 bucket (owns 167)
+    assert slow.plan(500)[1][:2] == ((25, 192) if buckets else (25, 175))
+    assert slow.covering(0.27, 1.5) is slow  # already long enough
+    assert schedule.covering(100.0, 1.5).first_tokens == schedule.max_window_tokens  # capped
+    assert all(decoded(slow, n) <= 1.2 * n for n in range(250, 3000))

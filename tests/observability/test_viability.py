@@ -11,11 +11,14 @@ import pytest
 
 from app.api.admission import Admission, Viability
 from app.core.errors import RateLimited
+from app.families.neucodec.family import NeuCodecFamily
+from app.interleave.service import Interleave
 from app.main import create_app
 from app.observability.capacity import Capacity, RateMeter
 from app.observability.metrics import Metrics
 from tests.api.conftest import http_settings, serve_app
 from tests.api.test_speech_http import assert_openai_error
+from tests.conftest import make_settings
 from tests.fakes.fake_vllm import FakeVLLM, Script
 from tests.observability.test_metrics_http import samples
 
@@ -46,6 +49,34 @@ def test_capacity_counts_the_streams_the_codec_can_keep_ahead() -> None:
     capacity.lm.add(30.0, 1.0)  # 30 tokens/s: below 0.8 of real time (40)
     assert not capacity.viable(0, need=1.5, lm_floor=0.8)
     assert capacity.viable(0, need=1.5, lm_floor=0.5)
+
+
+def test_short_decodes_give_the_recent_decode_time() -> None:
+    capacity = Capacity()
+    assert capacity.short_decode.value is None
+    capacity.decoded(0.4, 0.3)  # a short window: 20 codes in 0.3 s
+    capacity.decoded(10.0, 2.0)  # a long one counts for the codec rate only
+    assert capacity.short_decode.value == pytest.approx(0.3)
+    keep = 0.5 ** (2.0 / 10.0)  # the rate's sums decay by half every 10 s of decoding
+    assert capacity.codec.rate == pytest.approx((0.4 * keep + 10.0) / (0.3 * keep + 2.0))
+    for _ in range(40):  # the codec got faster: the old value has all but gone
+        capacity.decoded(0.4, 0.1)
+    assert capacity.short_decode.value == pytest.approx(0.1, rel=0.01)
+
+
+async def test_a_slow_codec_gives_new_streams_a_longer_first_window() -> None:
+    """The NeuCodec family's schedule for a request covers 1.5 x the codec's recent short decode: 0.2 s
+    (10 codes) while decodes are fast, 25 codes after 0.27 s decodes; STREAM_FIRST_COVER=0 keeps 10."""
+    for cover, expected in ((1.5, 25), (0.0, 10)):
+        family = NeuCodecFamily(
+            make_settings(STREAM_FIRST_COVER=cover), Interleave(make_settings(), None), metrics := Metrics()
+        )
+        assert family.schedule(0.2, 0.2).first_tokens == 10
+        metrics.observe_decoded(0.4, 0.01)
+        assert family.schedule(0.2, 0.2).first_tokens == 10
+        for _ in range(40):
+            metrics.observe_decoded(0.4, 0.27)
+        assert family.schedule(0.2, 0.2).first_tokens == expected
 
 
 async def test_refused_for_viability_with_retry_after_and_counted() -> None:

@@ -141,6 +141,7 @@ def codec_options(settings: NeuCodecSettings) -> CodecOptions:
         max_graphs=settings.CUDA_GRAPH_MAX,
         compile=settings.TORCH_COMPILE,
         batching=settings.CODEC_BATCHING,
+        cpu_batch_codes=settings.CODEC_CPU_BATCH_CODES,
         deadlines=settings.CODEC_SCHEDULING == "deadline",
     )
 
@@ -281,8 +282,10 @@ class NeuCodecFamily:
         return await self.references.get_or_encode(digest, samples, self.codec.encode)
 
     def schedule(self, first_chunk_s: float, overlap_s: float) -> StitchSchedule:
-        """The stitcher schedule for one request."""
-        return stitch_schedule(self.settings, first_chunk_s, overlap_s)
+        """The stitcher schedule for one request, its first window covering the codec's recent
+        short-decode time (STREAM_FIRST_COVER)."""
+        schedule = stitch_schedule(self.settings, first_chunk_s, overlap_s)
+        return schedule.covering(self.metrics.capacity.short_decode.value, self.settings.STREAM_FIRST_COVER)
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an

@@ -155,7 +155,15 @@ class NeuCodecSettings(ServerSettings):
     )
     CODEC_TF32: bool = Field(False, description="TF32 matrix products in the decoder (cuda only).")
     CODEC_BATCHING: Literal["auto", "on", "off"] = Field(
-        "auto", description="Batch decode windows across streams; auto: on accelerators, not on a CPU."
+        "auto",
+        description="Batch decode windows across streams; auto: on accelerators, and on a CPU while a "
+        "batch holds at most CODEC_CPU_BATCH_CODES codes.",
+    )
+    CODEC_CPU_BATCH_CODES: int = Field(
+        defaults.CODEC_CPU_BATCH_CODES,
+        ge=1,
+        le=100_000,
+        description="CODEC_BATCHING=auto on a CPU: most codes in one decode batch (short windows batch).",
     )
     CODEC_SCHEDULING: Literal["deadline", "fifo"] = Field(
         "deadline", description="Decode order: earliest play-out deadline first, or first come first served."
@@ -206,8 +214,15 @@ class NeuCodecSettings(ServerSettings):
         defaults.STREAM_CUT_MARGIN_S,
         ge=0,
         le=10,
-        description="Audio a listener has left when its next window is cut short (at least twice the "
+        description="Audio a listener has left when its next window is cut short (at least 1.5 times the "
         "stream's last decode time).",
+    )
+    STREAM_FIRST_COVER: float = Field(
+        defaults.STREAM_FIRST_COVER,
+        ge=0,
+        le=10,
+        description="The first window plays at least this many times the codec's recent decode time of a "
+        "short window (0: off), so the listener does not run dry while the next window decodes.",
     )
 
     @field_validator("CODEC_BUCKETS", "CUDA_GRAPH_BUCKETS", mode="before")

@@ -3,9 +3,10 @@
 ``await decode(codes)`` and ``await encode(audio_16k)`` from any request. Each kind has its own queue
 and thread (``app.codec.batcher``), so a long reference encode (a 30 s upload takes minutes on a
 CPU) never holds up the decodes of streams that are playing. Decodes run earliest play-out deadline
-first; on an accelerator they are batched across requests by exact window length (the stitcher cuts
-windows to a few bucket lengths so that lengths coincide), on a CPU one at a time (``batching``), and
-run through a ``DecodeRunner`` (pinned buffers, copy/compute streams, CUDA graphs on cuda).
+first, batched across requests by exact window length (the stitcher cuts windows to a few bucket
+lengths so that lengths coincide): on an accelerator up to ``max_batch`` windows, on a CPU only while a
+batch holds at most ``cpu_batch_codes`` codes (``decode_rows``), and run through a ``DecodeRunner``
+(pinned buffers, copy/compute streams, CUDA graphs on cuda).
 After every decode batch ``decoded(audio_s, compute_s)`` reports the work done (the admission's measured
 codec rate). Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
 gets the codes it gets alone. Codes are validated on submit: a bad item fails alone, never its batch.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,14 +52,28 @@ class CodecOptions:
     graph_lengths: tuple[int, ...] = ()  # captured at startup with every batch size (CODEC_BUCKETS)
     max_graphs: int = defaults.CUDA_GRAPH_MAX  # CUDA_GRAPH_MAX: startup and lazy captures together
     compile: bool = False  # TORCH_COMPILE
-    batching: str = "auto"  # CODEC_BATCHING: auto (on accelerators only) | on | off
+    batching: str = "auto"  # CODEC_BATCHING: auto (short windows only on a CPU) | on | off
     deadlines: bool = True  # CODEC_SCHEDULING: deadline (True) | fifo (False)
+    cpu_batch_codes: int = defaults.CODEC_CPU_BATCH_CODES  # CODEC_CPU_BATCH_CODES
 
     def decode_batch(self, accelerator: bool) -> int:
-        """Most windows in one decode batch: 1 where batching is off (``auto``: off on a CPU, where a
-        batch costs what its windows cost one by one, so batching only delays the first of them)."""
-        on = self.batching == "on" or (self.batching == "auto" and accelerator)
-        return self.max_batch if on else 1
+        """Most windows in one decode batch: 1 where batching is off, else ``max_batch``."""
+        return 1 if self.batching == "off" else self.max_batch
+
+    def decode_rows(self, accelerator: bool) -> Callable[[Hashable], int] | None:
+        """Most windows of a length in one batch (None: ``decode_batch``). ``auto`` on a CPU: as many as
+        hold at most ``cpu_batch_codes`` codes together (at least one). A decode's fixed cost (reading
+        the weights, the ISTFT set-up) is what a batch shares; a long window keeps the cores busy on its
+        own, and batching it would only delay the most urgent window of the batch."""
+        if self.batching != "auto" or accelerator:
+            return None
+        budget = self.cpu_batch_codes
+
+        def rows(length: Hashable) -> int:
+            assert isinstance(length, int)  # the decode batcher's key: the window's length in codes
+            return budget // max(1, length)
+
+        return rows
 
 
 def _forward(decoder: NeuCodecDecoder, ops: DeviceOps, compile: bool) -> Forward:
@@ -98,6 +113,7 @@ class CodecWorker:
             prepare=self.runner.prepare,
             run=self._run_decode,
             max_batch=opts.decode_batch(self.ops.is_accelerator),
+            rows=opts.decode_rows(self.ops.is_accelerator),
             deadlines=opts.deadlines,
             bind_thread=self.runner.bind_thread,
             warmup=self._capture_graphs,

@@ -258,10 +258,41 @@ async def test_batch_stats_stay_bounded_over_many_decodes(device: Device) -> Non
 
 
 @pytest.mark.parametrize(
-    ("batching", "accelerator", "expected"),
-    [("auto", False, 1), ("auto", True, 16), ("on", False, 16), ("off", True, 1)],
+    ("batching", "accelerator", "length", "expected"),
+    [
+        ("auto", False, 20, 6),  # 128 codes: six 20-code windows
+        ("auto", False, 64, 2),
+        ("auto", False, 200, 1),  # a long window runs alone
+        ("auto", True, 200, 16),
+        ("on", False, 200, 16),
+        ("off", True, 20, 1),
+        ("off", False, 20, 1),
+    ],
 )
-def test_decodes_are_batched_on_accelerators_and_one_by_one_on_a_cpu(
-    batching: str, accelerator: bool, expected: int
+def test_decodes_batch_on_accelerators_and_short_windows_batch_on_a_cpu(
+    batching: str, accelerator: bool, length: int, expected: int
 ) -> None:
-    assert CodecOptions(max_batch=16, batching=batching).decode_batch(accelerator) == expected
+    options = CodecOptions(max_batch=16, batching=batching, cpu_batch_codes=128)
+    batcher = make(
+        Device(), max_batch=options.decode_batch(accelerator), rows=options.decode_rows(accelerator)
+    )
+    assert batcher.rows_for(("w", length)) == expected
+
+
+async def test_a_cpu_batches_a_burst_of_short_windows_within_its_code_budget(device: Device) -> None:
+    """Queued behind a busy device: seven 20-code windows and two 64-code ones under a 128-code budget
+    run as 6 + 1 and 2 windows, the most urgent first; a 200-code window runs alone."""
+    options = CodecOptions(max_batch=16, cpu_batch_codes=128)
+    batcher = make(device, max_batch=options.decode_batch(False), rows=options.decode_rows(False))
+    batcher.start()
+    try:
+        busy = await occupy(device, batcher)
+        items = [(f"a{i}", 20, float(i)) for i in range(7)] + [("b0", 64, 7.5), ("b1", 64, 8.0)]
+        items += [("c0", 200, 9.0), ("c1", 200, 9.5)]
+        tasks = [asyncio.create_task(batcher.submit((name, n), deadline)) for name, n, deadline in items]
+        await asyncio.sleep(0.05)
+        device.gate.set()
+        await asyncio.gather(busy, *tasks)
+    finally:
+        await batcher.close()
+    assert device.batches[1:] == [[f"a{i}" for i in range(6)], ["a6"], ["b0", "b1"], ["c0"], ["c1"]]
