@@ -8,9 +8,11 @@ rate asked) and two servers (``python -m app``) on the official-size random NeuC
 loaded for the whole run:
 
 - ``previous``: the earlier stitcher and admission defaults (``PREVIOUS_ENV``): a first window of 2 s
-  growing x2 to 10 s, the buckets without 20, no deadline cuts, no viability check;
-- ``new``: the server's defaults (0.2 s first window growing x6, deadline cuts, viability admission,
-  the loudness stage's first gain after 0.1 s), with whatever else is set in the environment.
+  growing x2 to 10 s, the buckets without 20, no deadline cuts, no first window sized to the codec,
+  no batching on a CPU, no viability check;
+- ``new``: the server's defaults (0.2 s first window growing x6, or longer to cover a slow codec's
+  decode, deadline cuts, short windows batched on a CPU, viability admission, the loudness stage's
+  first gain after 0.1 s), with whatever else is set in the environment.
 
 Each round, for each LM rate and stream count, both servers in turn (so both see the same load) get a
 burst of N concurrent streamed pcm requests of ``--tokens`` speech tokens each. Per request: the time to
@@ -50,6 +52,8 @@ PREVIOUS_ENV = {
     "STREAM_MAX_CHUNK_S": "10",
     "CODEC_BUCKETS": "64,96,128,192,256,384,512,768,1024",
     "STREAM_DEADLINE_CUTS": "false",
+    "STREAM_FIRST_COVER": "0",
+    "CODEC_CPU_BATCH_CODES": "1",  # no batching on a CPU (an accelerator batches either way)
     "VIABILITY_CHECK": "false",
 }
 BYTES_PER_SAMPLE = 2

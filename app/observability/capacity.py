@@ -19,7 +19,7 @@ import threading
 
 from app.core.constants import TOKENS_PER_SECOND
 
-SHORT_DECODE_AUDIO_S = 2.56  # a decode batch of at most this much audio (128 codes) is a short one
+SHORT_DECODE_AUDIO_S = 1.28  # a decode batch of at most this much audio (64 codes) is a short one
 
 
 class RateMeter:

@@ -55,10 +55,10 @@ def test_short_decodes_give_the_recent_decode_time() -> None:
     capacity = Capacity()
     assert capacity.short_decode.value is None
     capacity.decoded(0.4, 0.3)  # a short window: 20 codes in 0.3 s
-    capacity.decoded(10.0, 2.0)  # a long one counts for the codec rate only
+    capacity.decoded(2.0, 0.6)  # 100 codes: a long one, which counts for the codec rate only
     assert capacity.short_decode.value == pytest.approx(0.3)
-    keep = 0.5 ** (2.0 / 10.0)  # the rate's sums decay by half every 10 s of decoding
-    assert capacity.codec.rate == pytest.approx((0.4 * keep + 10.0) / (0.3 * keep + 2.0))
+    keep = 0.5 ** (0.6 / 10.0)  # the rate's sums decay by half every 10 s of decoding
+    assert capacity.codec.rate == pytest.approx((0.4 * keep + 2.0) / (0.3 * keep + 0.6))
     for _ in range(40):  # the codec got faster: the old value has all but gone
         capacity.decoded(0.4, 0.1)
     assert capacity.short_decode.value == pytest.approx(0.1, rel=0.01)
