@@ -46,16 +46,9 @@ least ``min_cut_tokens`` of its own and ``cut_growth`` times what the window bef
 cut is due: windows cut under pressure still grow, since a decode has a fixed cost and a stream of
 small windows would take more codec time than its audio lasts) with the usual past and future context,
 and the schedule resumes with the window it cut short (``seg`` unchanged). An LM that sends everything at once
-is never cut this way (the end of its stream comes before any deadline). With cuts the window list depends on
+is never cut (the end of its stream comes before any deadline). With cuts the window list depends on
 when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
 The last window's budget counts the codes actually decoded.
-
-Windows sized to the time left: with the cuts' ``decode_s`` (the codec's expected seconds for n codes),
-a window whose codes exist but whose decode would outlast the audio its listener has left (over
-``margin_factor``) is cut shorter, at the most codes of its own whose decode fits (never fewer than a cut
-may own), and the schedule resumes with the window it cut; the last window, too, goes out in such
-windows first. An LM far ahead of a slow codec then gets windows its listener can wait for, instead of
-one long window after a short first one.
 
 First window: the listener plays the first window while the second decodes, so a first window shorter
 than a decode (a slow codec, a loaded one) stalls right after it starts. ``covering`` lengthens the first
@@ -89,7 +82,7 @@ import dataclasses
 import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -111,9 +104,6 @@ class DeadlineCuts:
     margin_factor: float = 1.5  # ... or less than this many times the stream's last decode
     min_cut_tokens: int = 10  # fewest codes a cut window owns ...
     cut_growth: float = 1.5  # ... and at least this many times what the window before it owned
-    # seconds the codec is expected to take for a window of n codes (None: not known yet); given, a
-    # window whose decode would outlast its listener's audio (over margin_factor) is cut shorter
-    decode_s: Callable[[int], float | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         ok = self.min_margin_s >= 0 and self.margin_factor >= 0 and self.cut_growth >= 0
@@ -391,46 +381,10 @@ class Stitcher:
             lo, end, stop = self._schedule.window(self._start, self._seg)
             if len(self._codes) < stop:
                 return
-            fitted = self._fitted(lo, stop - lo)
-            if fitted is None:
-                chunk = await self._window(lo, self._start, end, stop, last=False)
-                self._start, self._seg = end, self._schedule.next_window(self._seg)
-            else:  # cut short to be decoded in time; the schedule resumes with the window it cut
-                chunk = await self._window(
-                    lo, self._start, fitted, fitted + self._schedule.future_tokens, False
-                )
-                self._start = fitted
-                self.cut_windows += 1
+            chunk = await self._window(lo, self._start, end, stop, last=False)
+            self._start, self._seg = end, self._schedule.next_window(self._seg)
             if chunk.size:
                 yield chunk
-
-    def _fitted(self, lo: int, length: int) -> int | None:
-        """Where a window decoding ``length`` codes from ``lo`` should end instead (its last own code + 1)
-        so that its expected decode fits in the audio its listener has left (over ``margin_factor``);
-        None when it fits, nothing is playing, no estimate exists or it cannot be shorter (module
-        docstring, "Windows sized to the time left")."""
-        cuts, ends = self._cuts, self.playback.end
-        if cuts is None or cuts.decode_s is None or ends is None:
-            return None
-        left = (ends - self._clock()) / max(cuts.margin_factor, 1.0)
-        expected = cuts.decode_s(length)
-        if expected is None or expected <= left:
-            return None
-        past, future = self._start - lo, self._schedule.future_tokens
-        fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * self._last_own - 1e-9))
-        longest = min(length - past - future, len(self._codes) - future - self._start) - 1  # shorter
-        if longest < fewest:
-            return None
-        own = fewest  # the most codes of its own whose decode fits (the fewest when none fits)
-        low, high = fewest + 1, longest
-        while low <= high:
-            middle = (low + high) // 2
-            guess = cuts.decode_s(past + middle + future)
-            if guess is not None and guess <= left:
-                own, low = middle, middle + 1
-            else:
-                high = middle - 1
-        return self._start + own
 
     def cut_due_in(self) -> float | None:
         """Seconds until a window should be cut at the codes that exist (0: now), or None while no cut
@@ -472,34 +426,21 @@ class Stitcher:
         return self.playback.end
 
     async def flush(self) -> list[np.ndarray]:
-        """Decode the remaining codes as the last window (after fitted windows while it would take longer
-        than its listener's audio left) and return everything not yet emitted."""
+        """Decode the remaining codes as the last window and return everything not yet emitted."""
         if self._finished:
             return []
         self._finished = True
         n = len(self._codes)
-        chunks = []
-        while n > self._start:  # a last window too long for the time left: fitted windows go first
-            last_lo = self._schedule.last_window_lo(
-                self._start, n, self.decoded if self.cut_windows else None
-            )
-            lo = self._start - min(self._schedule.past_tokens, self._start)
-            fitted = self._fitted(lo, n - last_lo)
-            if fitted is None:
-                break
-            chunks.append(
-                await self._window(lo, self._start, fitted, fitted + self._schedule.future_tokens, False)
-            )
-            self._start = fitted
-            self.cut_windows += 1
         if n > self._start:
             lo = self._schedule.last_window_lo(self._start, n, self.decoded if self.cut_windows else None)
-            chunks.append(await self._window(lo, self._start, n, n, last=True))
+            chunk = await self._window(lo, self._start, n, n, last=True)
         elif self._held is not None:  # n == s: only when future_tokens == 0, so R == 0
-            chunks.append(self._held[: self._left].copy())
+            chunk = self._held[: self._left].copy()
+        else:
+            return []
         self._held = None
         self._codes = []
-        return [chunk for chunk in chunks if chunk.size]
+        return [chunk] if chunk.size else []
 
     async def _window(self, lo: int, start: int, end: int, stop: int, last: bool) -> np.ndarray:
         """Decode codes ``[lo, stop)`` and return the samples the window owning ``[start, end)`` emits.

@@ -8,9 +8,7 @@ time from its LM (50 tokens a second). ``viable(streams, need, lm_floor)``: with
 admitted, one more keeps every stream ahead of its listener at the rates measured so far; a rate not
 yet measured (no decode, no finished generation) does not refuse.
 
-``decode_cost`` fits the seconds a decode of n codes takes (a fixed cost plus a cost per code), which
-sizes each window to the time its listener has left (``DeadlineCuts.decode_s``). A third figure sizes
-the first window of a stream (``StitchSchedule.covering``): ``short_decode``, the
+A third figure sizes the first window of a stream (``StitchSchedule.covering``): ``short_decode``, the
 recent compute time of one short decode batch (at most ``SHORT_DECODE_AUDIO_S`` of audio: the first and
 cut windows, which a listener waits on), a mean whose weights halve every few decodes.
 """
@@ -76,42 +74,6 @@ class RecentMean:
             return self._sum / self._weight if self._weight else None
 
 
-class DecodeCost:
-    """Seconds a decode of n codes takes, ``a + b * n``, fitted by least squares to recent decode batches
-    (n: the codes of the whole batch), each batch's weight halving every ``half_life`` later ones. While
-    the batches seen are all about one length, or the fit is not positive, it is the recent seconds per
-    code times n. Safe to update from any thread."""
-
-    def __init__(self, half_life: float = 16.0) -> None:
-        if half_life <= 0:
-            raise ValueError(f"half_life must be > 0, got {half_life!r}")
-        self._keep = 0.5 ** (1.0 / half_life)
-        self._sums = [0.0] * 5  # weight, n, n^2, seconds, n * seconds
-        self._lock = threading.Lock()
-
-    def add(self, codes: int, seconds: float) -> None:
-        if codes <= 0 or seconds <= 0:
-            return
-        with self._lock:
-            keep, sums = self._keep, self._sums
-            for i, value in enumerate((1.0, codes, codes * codes, seconds, codes * seconds)):
-                sums[i] = sums[i] * keep + value
-
-    def seconds(self, codes: int) -> float | None:
-        """Expected seconds for ``codes`` codes; None before the first batch."""
-        with self._lock:
-            weight, n, nn, t, nt = self._sums
-        if not weight:
-            return None
-        spread = weight * nn - n * n  # weight^2 times the variance of n
-        if spread > 0.01 * n * n:  # lengths differ enough (a coefficient of variation above 0.1)
-            slope = (weight * nt - n * t) / spread
-            fixed = (t - slope * n) / weight
-            if slope > 0 and fixed >= 0:
-                return fixed + slope * codes
-        return t / n * codes
-
-
 class Capacity:
     """The codec's and the LM's measured rates and the viability rule (module docstring)."""
 
@@ -119,12 +81,10 @@ class Capacity:
         self.codec = RateMeter(half_life_s)  # audio seconds per decode second
         self.lm = RateMeter(half_life_s)  # tokens per second of one stream
         self.short_decode = RecentMean()  # seconds one short decode batch takes
-        self.decode_cost = DecodeCost()  # seconds a decode of n codes takes
 
     def decoded(self, audio_s: float, compute_s: float) -> None:
         """One decode batch: ``audio_s`` of audio in ``compute_s`` seconds."""
         self.codec.add(audio_s, compute_s)
-        self.decode_cost.add(round(audio_s * TOKENS_PER_SECOND), compute_s)
         if 0 < audio_s <= SHORT_DECODE_AUDIO_S:
             self.short_decode.add(compute_s)
 

@@ -3,7 +3,6 @@ listener is about to run dry, the stall measure, and what stays as it was withou
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
@@ -155,65 +154,3 @@ def test_bad_cut_settings_are_rejected() -> None:
         DeadlineCuts(min_cut_tokens=0)
     with pytest.raises(ValueError, match="bad deadline cuts"):
         DeadlineCuts(min_margin_s=-1)
-
-
-class TimedDecoder(FakeDecoder):
-    """A local decoder whose every call takes ``fixed + per_code * n`` seconds of ``clock``."""
-
-    def __init__(self, clock: Clock, fixed: float, per_code: float) -> None:
-        super().__init__(context=False)
-        self.clock, self.fixed, self.per_code = clock, fixed, per_code
-
-    def cost(self, n: int) -> float:
-        return self.fixed + self.per_code * n
-
-    async def __call__(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
-        self.clock.now += self.cost(len(codes))
-        return await super().__call__(codes, deadline)
-
-
-@pytest.mark.parametrize("instant", [True, False], ids=["instant", "one_push_per_window"])
-async def test_windows_are_sized_to_the_time_their_listener_has_left(instant: bool) -> None:
-    """An LM far ahead of a slow codec (0.1 s + 2 ms a code): the planned 65-code second window would
-    take 0.23 s while its listener has 0.2 s; sized by the decode cost, no window outlasts the audio
-    before it, the listener never runs dry, and every sample is the one-shot decode's. Without the
-    estimate the same codes stall."""
-    codes = random_codes(400, seed=3)
-    stalls = []
-    for sized in (True, False):
-        clock = Clock()
-        decoder = TimedDecoder(clock, fixed=0.1, per_code=0.002)
-        cuts = DeadlineCuts(min_margin_s=0.0, margin_factor=1.0, min_cut_tokens=3, cut_growth=1.5)
-        if sized:
-            cuts = dataclasses.replace(cuts, decode_s=decoder.cost)
-        schedule = StitchSchedule(10, 6.0, 300, 2, 3, 48, cuts=cuts)
-        stitcher = Stitcher(decoder, schedule, clock=clock, sample_rate=RATE)
-        out = []
-        for piece in [codes] if instant else [codes[:12], codes[12:]]:
-            out += await stitcher.push(piece)
-        out += await stitcher.flush()
-        np.testing.assert_array_equal(joined(out), decoder.decode_now(codes))
-        stalls.append(stitcher.stall_s)
-        if sized:
-            # the listener has 0.199 s (the first window holds 24 samples back for its join): 3 past + 44
-            # own + 2 future take 0.198 s; then the planned window (60 -> 65 codes, 0.23 s) fits
-            assert [len(call) for call in decoder.calls[:3]] == [12, 49, 65]
-            assert decoder.calls[1] == codes[7 : 10 + 44 + 2] and stitcher.cut_windows == 1
-    assert stalls[0] == pytest.approx(0.0, abs=1e-9) and stalls[1] > 0.02
-
-
-async def test_a_last_window_too_long_for_the_time_left_goes_out_in_fitted_windows() -> None:
-    """62 codes, then the LM ends: the last window (3 past + 52 own = 55 codes, 0.375 s at 0.1 s + 5 ms a
-    code) would outlast the 0.199 s its listener has; it goes out as 14 own codes (0.195 s), then 31
-    (0.28 s of the 0.284 s left), then the last 7 with its past context, without a stall."""
-    codes = random_codes(62, seed=4)
-    clock = Clock()
-    decoder = TimedDecoder(clock, fixed=0.1, per_code=0.005)
-    cuts = DeadlineCuts(min_margin_s=0.0, margin_factor=1.0, min_cut_tokens=3, cut_growth=0.0)
-    schedule = StitchSchedule(10, 6.0, 300, 2, 3, 48, cuts=dataclasses.replace(cuts, decode_s=decoder.cost))
-    stitcher = Stitcher(decoder, schedule, clock=clock, sample_rate=RATE)
-    out = await stitcher.push(codes[:12]) + await stitcher.push(codes[12:])
-    out += await stitcher.flush()
-    np.testing.assert_array_equal(joined(out), decoder.decode_now(codes))
-    assert [len(call) for call in decoder.calls] == [12, 19, 36, 10]
-    assert stitcher.cut_windows == 2 and stitcher.stall_s == pytest.approx(0.0, abs=1e-9)

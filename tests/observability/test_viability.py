@@ -14,7 +14,7 @@ from app.core.errors import RateLimited
 from app.families.neucodec.family import NeuCodecFamily
 from app.interleave.service import Interleave
 from app.main import create_app
-from app.observability.capacity import Capacity, DecodeCost, RateMeter
+from app.observability.capacity import Capacity, RateMeter
 from app.observability.metrics import Metrics
 from tests.api.conftest import http_settings, serve_app
 from tests.api.test_speech_http import assert_openai_error
@@ -64,24 +64,9 @@ def test_short_decodes_give_the_recent_decode_time() -> None:
     assert capacity.short_decode.value == pytest.approx(0.1, rel=0.01)
 
 
-def test_the_decode_cost_is_a_fixed_cost_plus_a_cost_per_code() -> None:
-    cost = DecodeCost()
-    assert cost.seconds(100) is None
-    cost.add(20, 0.25)
-    assert cost.seconds(40) == pytest.approx(0.5)  # one length seen: seconds per code times n
-    for n in (20, 64, 128, 35, 200) * 4:  # 0.2 s + 4 ms a code
-        cost.add(n, 0.2 + 0.004 * n)
-    assert cost.seconds(100) == pytest.approx(0.6, rel=0.02)
-    assert cost.seconds(10) == pytest.approx(0.24, rel=0.05)
-    capacity = Capacity()
-    capacity.decoded(0.4, 0.25)  # a decode batch of 0.4 s of audio: 20 codes
-    assert capacity.decode_cost.seconds(20) == pytest.approx(0.25)
-
-
 async def test_a_slow_codec_gives_new_streams_a_longer_first_window() -> None:
     """The NeuCodec family's schedule for a request covers 1.5 x the codec's recent short decode: 0.2 s
-    (10 codes) while decodes are fast, 25 codes after 0.27 s decodes; STREAM_FIRST_COVER=0 keeps 10. With
-    deadline cuts its windows are sized by the codec's measured decode cost, read when they are cut."""
+    (10 codes) while decodes are fast, 25 codes after 0.27 s decodes; STREAM_FIRST_COVER=0 keeps 10."""
     for cover, expected in ((1.5, 25), (0.0, 10)):
         family = NeuCodecFamily(
             make_settings(STREAM_FIRST_COVER=cover), Interleave(make_settings(), None), metrics := Metrics()
@@ -92,16 +77,6 @@ async def test_a_slow_codec_gives_new_streams_a_longer_first_window() -> None:
         for _ in range(40):
             metrics.observe_decoded(0.4, 0.27)
         assert family.schedule(0.2, 0.2).first_tokens == expected
-    cuts = (
-        NeuCodecFamily(
-            make_settings(STREAM_DEADLINE_CUTS=True), Interleave(make_settings(), None), metrics := Metrics()
-        )
-        .schedule(0.2, 0.2)
-        .cuts
-    )
-    assert cuts is not None and cuts.decode_s is not None and cuts.decode_s(20) is None
-    metrics.observe_decoded(0.4, 0.25)  # the family's windows read the codec's measured decode cost
-    assert cuts.decode_s(20) == pytest.approx(0.25)
 
 
 async def test_refused_for_viability_with_retry_after_and_counted() -> None:

@@ -282,16 +282,10 @@ class NeuCodecFamily:
         return await self.references.get_or_encode(digest, samples, self.codec.encode)
 
     def schedule(self, first_chunk_s: float, overlap_s: float) -> StitchSchedule:
-        """The stitcher schedule for one request: its first window covers the codec's recent short-decode
-        time (STREAM_FIRST_COVER), and with deadline cuts each window is sized to the time its listener
-        has left by the codec's measured decode cost."""
-        capacity = self.metrics.capacity
+        """The stitcher schedule for one request, its first window covering the codec's recent
+        short-decode time (STREAM_FIRST_COVER)."""
         schedule = stitch_schedule(self.settings, first_chunk_s, overlap_s)
-        if schedule.cuts is not None:
-            schedule = dataclasses.replace(
-                schedule, cuts=dataclasses.replace(schedule.cuts, decode_s=capacity.decode_cost.seconds)
-            )
-        return schedule.covering(capacity.short_decode.value, self.settings.STREAM_FIRST_COVER)
+        return schedule.covering(self.metrics.capacity.short_decode.value, self.settings.STREAM_FIRST_COVER)
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an
