@@ -56,7 +56,7 @@ class CodecOptions:
     deadlines: bool = True  # CODEC_SCHEDULING: deadline (True) | fifo (False)
     cpu_batch_codes: int = defaults.CODEC_CPU_BATCH_CODES  # CODEC_CPU_BATCH_CODES
 
-    def decode_batch(self, accelerator: bool) -> int:
+    def decode_batch(self) -> int:
         """Most windows in one decode batch: 1 where batching is off, else ``max_batch``."""
         return 1 if self.batching == "off" else self.max_batch
 
@@ -112,7 +112,7 @@ class CodecWorker:
             key=len,
             prepare=self.runner.prepare,
             run=self._run_decode,
-            max_batch=opts.decode_batch(self.ops.is_accelerator),
+            max_batch=opts.decode_batch(),
             rows=opts.decode_rows(self.ops.is_accelerator),
             deadlines=opts.deadlines,
             bind_thread=self.runner.bind_thread,

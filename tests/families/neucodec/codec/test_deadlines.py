@@ -273,9 +273,7 @@ def test_decodes_batch_on_accelerators_and_short_windows_batch_on_a_cpu(
     batching: str, accelerator: bool, length: int, expected: int
 ) -> None:
     options = CodecOptions(max_batch=16, batching=batching, cpu_batch_codes=128)
-    batcher = make(
-        Device(), max_batch=options.decode_batch(accelerator), rows=options.decode_rows(accelerator)
-    )
+    batcher = make(Device(), max_batch=options.decode_batch(), rows=options.decode_rows(accelerator))
     assert batcher.rows_for(("w", length)) == expected
 
 
@@ -283,7 +281,7 @@ async def test_a_cpu_batches_a_burst_of_short_windows_within_its_code_budget(dev
     """Queued behind a busy device: seven 20-code windows and two 64-code ones under a 128-code budget
     run as 6 + 1 and 2 windows, the most urgent first; a 200-code window runs alone."""
     options = CodecOptions(max_batch=16, cpu_batch_codes=128)
-    batcher = make(device, max_batch=options.decode_batch(False), rows=options.decode_rows(False))
+    batcher = make(device, max_batch=options.decode_batch(), rows=options.decode_rows(False))
     batcher.start()
     try:
         busy = await occupy(device, batcher)
