@@ -320,7 +320,8 @@ def test_dropped_encoders_leave_no_threads_files_or_cycles() -> None:
     finally:
         gc.enable()
     assert threading.active_count() == threads and fds() == files
-    assert len(os.listdir("/proc/self/task")) == tasks  # no native threads either
+    # no native threads either (one that an earlier test in this process left idling may have ended)
+    assert len(os.listdir("/proc/self/task")) <= tasks
 
 
 def test_importing_formats_does_not_import_av() -> None:
