@@ -54,6 +54,7 @@ from app.families.moss.lm.sampling import choose_codes, row_sampling
 from app.families.moss.lm.types import AUDIO_EOS, CODEBOOKS, COLUMNS, FrameJob
 from app.families.shared.handoff import Handoff, post_all
 from app.families.shared.scheduler import BatchedEngine
+from app.families.shared.stacking import Restack
 from app.lm.sampling import BatchSampling, RowSampling
 
 
@@ -117,7 +118,8 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         )
         self.loaded = loaded
         self._local: LocalCache | None = None
-        self._stacked: Stacked | None = None
+        # the stacked state of the rows stepping (restacked when the batch changes)
+        self.stacked: Restack[FrameRow, Stacked] = Restack(lambda rows: Stacked.of(rows, self._tensors))
 
     @property
     def max_batch(self) -> int:
@@ -223,16 +225,6 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         text = torch.tensor(texts, dtype=torch.long, device=self._tensors)
         return torch.cat([text[:, None], audio], dim=1)[:, None]
 
-    def stacked(self, rows: list[FrameRow]) -> Stacked:
-        """The stacked state of ``rows``: the current one, or (the batch changed) the previous one written
-        back into its rows and ``rows`` stacked anew."""
-        if self._stacked is not None and self._stacked.same(rows):
-            return self._stacked
-        if self._stacked is not None:
-            self._stacked.write_back()
-        self._stacked = Stacked.of(rows, self._tensors)
-        return self._stacked
-
     def sample(self, rows: list[FrameRow], out: torch.Tensor) -> list[FrameRow]:
         """Each row's next frame from its backbone state, delivered; the rows that left."""
         state = self.stacked(rows)
@@ -336,10 +328,6 @@ class Stacked:
             max(windows),
             torch.arange(len(rows), device=device),
         )
-
-    def same(self, rows: list[FrameRow]) -> bool:
-        """True when ``rows`` are these rows in this order."""
-        return len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
 
     def write_back(self) -> None:
         """Each row's frames back into the row (a view of the stack's)."""

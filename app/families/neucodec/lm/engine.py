@@ -39,6 +39,7 @@ from app.families.neucodec.lm.types import GenerationParams
 from app.families.neucodec.speech_tokens import SPEECH_CODES
 from app.families.shared.handoff import Handoff, post_all
 from app.families.shared.scheduler import BatchedEngine
+from app.families.shared.stacking import Restack
 from app.lm.sampling import BatchSampling, RowSampling, choose, random_seed
 
 ENDINGS: tuple[FinishReason, ...] = ("stop", "length", "error")  # a row's ending 1, 2, 3 in ``sample``
@@ -104,10 +105,6 @@ class Stacked:
             max(row.seen for row in rows),
         )
 
-    def same(self, rows: list[TokenRow]) -> bool:
-        """True when ``rows`` are these rows in this order."""
-        return len(rows) == len(self.rows) and all(a is b for a, b in zip(rows, self.rows, strict=True))
-
     def write_back(self) -> None:
         """Each row's state back into the row (its history a view of the stack's)."""
         seen, generated, last = self.seen.tolist(), self.generated.tolist(), self.last.tolist()
@@ -122,7 +119,8 @@ class SpeechTokenEngine(BatchedEngine[GenerationParams, TokenRow]):
     def __init__(self, lm: LoadedLM, name: str, **limits: Any) -> None:
         super().__init__(name, lm.device, **limits)
         self.lm = lm
-        self._stacked: Stacked | None = None
+        # the stacked state of the rows stepping (restacked when the batch changes)
+        self.stacked: Restack[TokenRow, Stacked] = Restack(lambda rows: Stacked.of(rows, self.lm.device))
 
     def prepare(self, job: GenerationParams, handoff: Handoff[Any]) -> TokenRow:
         lm = self.lm
@@ -157,16 +155,6 @@ class SpeechTokenEngine(BatchedEngine[GenerationParams, TokenRow]):
 
     def step_inputs(self, rows: list[TokenRow]) -> torch.Tensor:
         return self.stacked(rows).last[:, None]
-
-    def stacked(self, rows: list[TokenRow]) -> Stacked:
-        """The stacked state of ``rows``: the current one, or (the batch changed) the previous one written
-        back into its rows and ``rows`` stacked anew."""
-        if self._stacked is not None and self._stacked.same(rows):
-            return self._stacked
-        if self._stacked is not None:
-            self._stacked.write_back()
-        self._stacked = Stacked.of(rows, self.lm.device)
-        return self._stacked
 
     def sample(self, rows: list[TokenRow], out: torch.Tensor) -> list[TokenRow]:
         """Every row's next code from its logits over the allowed ids ``out`` [B, A], in one batched
