@@ -12,7 +12,7 @@ Per row, on float32 logits ``[B, V]``:
 5. top-p: the most likely ids kept until the mass of those before the next one reaches ``top_p``
    (vLLM's rule; the most likely id always stays, ids tied with the last one kept stay too); 1 is off;
 6. one uniform ``u`` per row and inverse-CDF: the first id whose cumulative weight exceeds ``u`` times
-   the total.
+   the total (found block by block: ``inverse_cdf``).
 
 The uniform is counter-based: a hash of the row's seed and a counter the engine gives (the row's step,
 or its step and sub-step), so a row's draw depends on nothing but its own seed and position, whoever
@@ -32,6 +32,8 @@ GREEDY_BELOW = 1e-5
 """Temperatures under this choose greedily (vLLM's ``_SAMPLING_EPS``)."""
 TOP_P_CANDIDATES = 1024
 """Ids a top-p row's nucleus is looked for among first; a row whose nucleus is larger is sorted whole."""
+CDF_BLOCK = 256
+"""Ids per block of ``inverse_cdf``'s two-level scan."""
 
 _MASK32 = 0xFFFFFFFF
 
@@ -159,6 +161,39 @@ def _top_p_floor(
     return torch.where((top_p < 1.0)[:, None], floor, torch.zeros_like(floor))
 
 
+def _below(x: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
+    """``x``, or the float just below ``limit`` where ``x`` reaches it."""
+    return torch.where(x < limit, x, torch.nextafter(limit, torch.zeros_like(limit)))
+
+
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row of ``weights`` [B, V] (non-negative), the first id whose cumulative weight exceeds ``u``
+    [B] (in [0, 1)) times the row's total: ids [B] long, and the rows whose total is not positive and
+    finite [B] bool (their id is meaningless).
+
+    Two short scans instead of one over the vocabulary: the row's sums of ``CDF_BLOCK`` ids are
+    accumulated to find the block, then that one block to find the id (a scan is sequential, and over
+    65,537 ids cost as much as the rest of the sampling). The id found always has a positive weight:
+    each scan's target is kept below its own total.
+    """
+    rows, vocab = weights.shape
+    whole = vocab // CDF_BLOCK * CDF_BLOCK
+    sums = weights[:, :whole].view(rows, -1, CDF_BLOCK).sum(2)  # [B, N] each block's mass
+    if whole < vocab:  # the last, shorter block
+        sums = torch.cat([sums, weights[:, whole:].sum(1, keepdim=True)], 1)
+    sums = sums.cumsum_(1)  # mass up to the end of each block
+    total = sums[:, -1:]
+    failed = ~(total.isfinite() & (total > 0))[:, 0]
+    target = _below(u[:, None] * total, total)
+    block = torch.searchsorted(sums, target, right=True).clamp_(max=sums.shape[1] - 1)  # [B, 1]
+    before = torch.where(block > 0, sums.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(target))
+    ids = block * CDF_BLOCK + torch.arange(CDF_BLOCK, device=weights.device)  # [B, S] the block's ids
+    within = weights.gather(1, ids.clamp(max=vocab - 1)).masked_fill_(ids >= vocab, 0.0).cumsum_(1)
+    rest = _below((target - before).clamp(min=0), within[:, -1:])
+    offset = torch.searchsorted(within, rest, right=True).clamp_(max=CDF_BLOCK - 1)
+    return ids.gather(1, offset)[:, 0].clamp_(max=vocab - 1), failed
+
+
 def choose(
     logits: torch.Tensor, history: torch.Tensor, settings: BatchSampling, counter: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,12 +218,8 @@ def choose(
         within = settings.most_k if settings.top_p_within_k else None
         floor = _top_p_floor(weights, weights.sum(1), settings.top_p, within)
         weights.masked_fill_(weights < floor, 0.0)
-    cdf = weights.cumsum_(1)
-    total = cdf[:, -1:]
-    failed = ~(total.isfinite() & (total > 0))[:, 0] & ~settings.greedy
-    target = uniforms(settings.seed_lo, settings.seed_hi, counter)[:, None] * total
-    target = torch.where(target < total, target, torch.nextafter(total, torch.zeros_like(total)))
-    ids = torch.searchsorted(cdf, target, right=True)[:, 0].clamp(max=cdf.shape[1] - 1)
+    ids, failed = inverse_cdf(weights, uniforms(settings.seed_lo, settings.seed_hi, counter))
+    failed &= ~settings.greedy
     ids = ids.masked_fill(failed, 0)
     if greedy is not None:
         ids = torch.where(settings.greedy, greedy, ids)

@@ -9,7 +9,16 @@ import math
 import pytest
 import torch
 
-from app.lm.sampling import TOP_P_CANDIDATES, BatchSampling, RowSampling, choose, penalize, uniforms
+from app.lm.sampling import (
+    CDF_BLOCK,
+    TOP_P_CANDIDATES,
+    BatchSampling,
+    RowSampling,
+    choose,
+    inverse_cdf,
+    penalize,
+    uniforms,
+)
 
 CPU = torch.device("cpu")
 
@@ -56,6 +65,31 @@ def test_the_draws_follow_the_distribution() -> None:
     expected = torch.softmax(kept / 0.7, dim=0)
     for i in range(5):
         assert math.isclose(picks.count(i) / n, float(expected[i]), abs_tol=0.012), i
+
+
+@pytest.mark.parametrize("vocab", [5, CDF_BLOCK, CDF_BLOCK + 1, 65_537])
+def test_the_block_by_block_search_finds_where_u_times_the_total_falls(vocab: int) -> None:
+    """The id found is the one whose span of the exact (float64) running sum holds u x total, up to
+    float32 rounding; never an id of weight 0; and each row's id is its id alone."""
+    generator = torch.Generator().manual_seed(vocab)
+    for _ in range(50):
+        weights = (3 * torch.randn(8, vocab, generator=generator)).exp()
+        weights[torch.rand(8, vocab, generator=generator) < 0.6] = 0.0  # holes, whole empty blocks
+        weights[:, vocab // 2] += 1e-3
+        u = torch.rand(8, generator=generator)
+        u[0], u[1] = 0.0, 1.0 - 2**-24  # both ends of a uniform's range
+        ids, failed = inverse_cdf(weights, u)
+        assert not failed.any()
+        assert (weights.gather(1, ids[:, None]) > 0).all()
+        exact = torch.nn.functional.pad(weights.double().cumsum(1), (1, 0))  # [B, V + 1] from 0
+        target = u.double() * exact[:, -1]
+        slack = 1e-5 * exact[:, -1]
+        assert (exact.gather(1, ids[:, None])[:, 0] <= target + slack).all()  # its span starts at or before
+        assert (exact.gather(1, ids[:, None] + 1)[:, 0] >= target - slack).all()  # and ends at or after
+        assert ids.tolist() == [int(inverse_cdf(weights[i : i + 1], u[i : i + 1])[0]) for i in range(8)]
+    empty = torch.zeros(2, vocab)
+    empty[1, 0] = float("nan")
+    assert inverse_cdf(empty, torch.tensor([0.5, 0.5]))[1].tolist() == [True, True]
 
 
 def test_uniforms_are_in_range_spread_and_depend_on_seed_and_counter() -> None:
