@@ -157,8 +157,8 @@ class BatchedEngine(ABC, Generic[JobT, RowT]):
         self._thread = None
 
     def running(self) -> bool:
-        """True while the thread runs."""
-        return self._thread is not None and self._thread.is_alive()
+        """True while the thread runs and takes work (not once it is closing or its loop has failed)."""
+        return self._thread is not None and self._thread.is_alive() and not self._closing.is_set()
 
     def submit(self, job: JobT, handoff: Handoff[Any], admitted: bool = False) -> None:
         """Queue ``job``; Unavailable when the engine is not running, RateLimited (429) when

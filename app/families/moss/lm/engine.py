@@ -138,7 +138,7 @@ class MossFrameEngine(BatchedEngine[FrameJob, FrameRow]):
         return 2 * int(language["num_hidden_layers"]) * kv_heads * head_dim * per_value
 
     def ready(self) -> bool:
-        """True while the thread runs."""
+        """True while the thread runs and takes work."""
         return self.running()
 
     def details(self) -> dict[str, object]:
