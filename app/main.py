@@ -98,9 +98,7 @@ def create_app(settings: ServerSettings | None = None, *, engine: Engine | None 
     install_upload_limit(app, settings.MAX_UPLOAD_BYTES)
     viability = None
     if settings.VIABILITY_CHECK:
-        viability = Viability(
-            settings.VIABILITY_CODEC_NEED, settings.VIABILITY_LM_FLOOR, settings.VIABILITY_WAIT_S
-        )
+        viability = Viability(settings.VIABILITY_LM_FLOOR, settings.VIABILITY_WAIT_S)
     admission = Admission(
         settings.MAX_CONCURRENT_STREAMS,
         settings.MAX_QUEUED_STREAMS,

@@ -1,6 +1,6 @@
 """Codec throughput: audio seconds produced per wall second, per engine configuration, in one run.
 
-    python -m bench.codec_bench [--mode decode|encode] [--codec-dir DIR] [--device ""|cpu|cuda]
+    python -m bench.codec_bench [--mode decode|encode|shapes] [--codec-dir DIR] [--device ""|cpu|cuda]
         [--engines baseline,batched,batched+bf16] [--streams 1,8] [--seconds 20] [--rate 0] [--out F.json]
 
 Decode mode (the default) compares engines in the same run, stream count by stream count:
@@ -29,6 +29,14 @@ length (a 20 ms bucket), so the 1-stream row is the realistic per-clip cost. The
 official-size random one with the encoder (~3.3 GB: w2v-bert with all 24 layers as the official file
 has them, of which 16 are built); ``--codec-dir`` reuses one. One warmup encode per clip length.
 
+Shapes mode (``--mode shapes``, CPU: what ``CODEC_PREPACK`` buys): one decoder call per batch x codes shape
+(``--shapes``, default 1x20,1x64,1x256,4x64), per dtype (``--dtypes``), the plain decoder against the same
+decoder with its weights prepacked (``app.codec.prepack``), the two timed alternately ``--runs`` times
+after one warmup each (medians). Each row also gives the prepacked decode's relative squared error
+against the plain one, and for a batch the largest difference between its rows and each row decoded
+alone (prepacked). The load average before and after is in the JSON: on a shared machine, compare the
+two columns of one run rather than runs.
+
 Prints JSON on stdout and a table on stderr; ``--out`` also writes the JSON to ``bench/results/``.
 """
 
@@ -51,6 +59,8 @@ import torch
 
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.codec.batcher import BatchStats
+from app.codec.precision import cpu_flags
+from app.codec.prepack import prepack_for_cpu
 from app.config import Settings
 from app.core.device import resolve_device
 from app.families.neucodec.codec.config import NeuCodecConfig
@@ -327,6 +337,79 @@ async def run_encode(
     return decoder.config, rows
 
 
+def timed_ms(forward: Callable[[torch.Tensor], torch.Tensor], codes: torch.Tensor) -> float:
+    """Wall milliseconds of one ``forward(codes)``."""
+    started = time.perf_counter()
+    forward(codes)
+    return (time.perf_counter() - started) * 1000
+
+
+def measure_shapes(
+    codec_dir: Path, dtypes: list[str], shapes: list[tuple[int, int]], runs: int, seed: int
+) -> tuple[NeuCodecConfig, list[dict[str, object]]]:
+    """Per dtype and batch x codes shape: the plain decoder's and the prepacked decoder's median call time
+    (timed alternately), the prepacked decode's error against the plain one, and its batch exactness."""
+    rows: list[dict[str, object]] = []
+    config = NeuCodecConfig.official()
+    for dtype in dtypes:
+        plain = load_decoder(str(codec_dir)).cast(getattr(torch, dtype))
+        packed = load_decoder(str(codec_dir)).cast(getattr(torch, dtype))
+        report = prepack_for_cpu(packed, f"{dtype} decoder")
+        config = plain.config
+        generator = torch.Generator().manual_seed(seed)
+        for batch, length in shapes:
+            codes = torch.randint(0, config.codebook_size, (batch, length), generator=generator)
+            with torch.inference_mode():
+                want, got = plain(codes), packed(codes)  # also the warmup of each
+                alone = torch.cat([packed(codes[row : row + 1]) for row in range(batch)])
+                times: dict[str, list[float]] = {"plain": [], "prepacked": []}
+                for _ in range(runs):
+                    times["plain"].append(timed_ms(plain, codes))
+                    times["prepacked"].append(timed_ms(packed, codes))
+            plain_ms, packed_ms = (float(np.median(times[name])) for name in ("plain", "prepacked"))
+            rows.append(
+                {
+                    "dtype": dtype,
+                    "batch": batch,
+                    "codes": length,
+                    "plain_ms": round(plain_ms, 1),
+                    "prepacked_ms": round(packed_ms, 1),
+                    "speedup": round(plain_ms / packed_ms, 2),
+                    "rel_sq_error": float((got - want).pow(2).sum() / want.pow(2).sum()),
+                    "batch_vs_alone_max_abs": float((got - alone).abs().max()),
+                    "layers_prepacked": report.packed,
+                    "layers_plain": len(report.plain),
+                    "plain_ms_all": [round(t, 1) for t in times["plain"]],
+                    "prepacked_ms_all": [round(t, 1) for t in times["prepacked"]],
+                }
+            )
+            print(f"  {dtype} {batch}x{length}: {plain_ms:.0f} -> {packed_ms:.0f} ms", file=sys.stderr)
+        del plain, packed
+    return config, rows
+
+
+def shapes_table(rows: list[dict[str, object]]) -> str:
+    """One line per (dtype, shape) of shapes mode."""
+    head = (
+        f"{'dtype':<10}{'B x T':>8}{'plain ms':>10}{'prepacked ms':>14}{'x':>6}{'rel sq err':>12}"
+        f"{'batch diff':>12}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['dtype']:<10}{str(r['batch']) + 'x' + str(r['codes']):>8}{r['plain_ms']:>10.1f}"
+            f"{r['prepacked_ms']:>14.1f}{r['speedup']:>6.2f}{r['rel_sq_error']:>12.1e}"
+            f"{r['batch_vs_alone_max_abs']:>12.1e}"
+        )
+    return "\n".join(lines)
+
+
+def _shapes(text: str) -> list[tuple[int, int]]:
+    """``1x20,4x64`` -> ``[(1, 20), (4, 64)]``."""
+    pairs = [part.strip().lower().split("x") for part in text.split(",") if part.strip()]
+    return [(int(batch), int(length)) for batch, length in pairs]
+
+
 def decode_table(rows: list[dict[str, object]]) -> str:
     """One line per (stream count, engine)."""
     head = (
@@ -367,7 +450,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--mode", choices=["decode", "encode"], default="decode")
+    parser.add_argument("--mode", choices=["decode", "encode", "shapes"], default="decode")
     parser.add_argument("--codec-dir", type=Path, help="checkpoint dir to reuse, or to write once and keep")
     parser.add_argument("--tiny", action="store_true", help="tiny random codec (checks the bench itself)")
     parser.add_argument("--device", default="", help='"" = cuda if available, else cpu')
@@ -380,17 +463,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=0.0, help="decode: codes/s per stream; 0 = no pacing")
     parser.add_argument("--clips", type=_floats, default=[5.0, 10.0], help="encode: clip seconds, in order")
     parser.add_argument("--repeats", type=int, default=1, help="encode: passes over --clips per stream")
+    parser.add_argument(
+        "--shapes", type=_shapes, default=[(1, 20), (1, 64), (1, 256), (4, 64)], help="shapes: B x codes"
+    )
+    parser.add_argument("--dtypes", default="float32,bfloat16", help="shapes: comma-separated dtypes")
+    parser.add_argument("--runs", type=int, default=7, help="shapes: timed calls per shape and variant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
 
     device = resolve_device(args.device)
-    encode = args.mode == "encode"
+    encode, shapes = args.mode == "encode", args.mode == "shapes"
+    if shapes and device.type != "cpu":
+        parser.error("--mode shapes measures the CPU's prepacked weights: use --device cpu")
     default = "baseline,batched,batched+bf16" + (
         ",batched+graphs,batched+bf16+graphs" if device.type == "cuda" else ""
     )
     engines = [ENGINES[name.strip()] for name in (args.engines or default).split(",") if name.strip()]
     snr: dict[str, float] = {}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         codec_dir, kind = prepare_checkpoint(args.codec_dir, Path(tmp), args.tiny, args.seed, encode)
         started = time.perf_counter()
@@ -398,8 +489,42 @@ def main(argv: list[str] | None = None) -> None:
             config, rows = asyncio.run(
                 run_encode(codec_dir, device, args.streams, args.clips, args.repeats, args.seed)
             )
+        elif shapes:
+            dtypes = [name.strip() for name in args.dtypes.split(",") if name.strip()]
+            config, rows = measure_shapes(codec_dir, dtypes, args.shapes, args.runs, args.seed)
         else:
             config, rows, snr = asyncio.run(run(codec_dir, device, engines, args))
+    if encode:
+        details: dict[str, object] = {"clips_s": args.clips, "repeats": args.repeats}
+    elif shapes:
+        flags = cpu_flags()
+        details = {
+            "cpu_flags": {flag: flag in flags for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")},
+            "dtypes": dtypes,
+            "runs": args.runs,
+            "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        }
+    else:
+        details = {
+            "engines": [engine.name for engine in engines],
+            "seconds_per_stream": args.seconds,
+            "utterance_s": args.utterance_s,
+            "rate_codes_per_s": args.rate,
+            "schedule": {
+                name: getattr(SERVER, name)
+                for name in (
+                    "DEFAULT_PLAYBACK_SPEED",
+                    "DEFAULT_PLAYBACK_OVERLAP_SPEED",
+                    "STREAM_CHUNK_GROWTH",
+                    "STREAM_MAX_CHUNK_S",
+                    "STREAM_PAST_CONTEXT_S",
+                    "CROSSFADE_MS",
+                    "STREAM_REDECODE_BUDGET",
+                )
+            },
+            "buckets": BUCKETS,
+            "snr_db_vs_float32": snr,
+        }
     report = {
         "bench": "codec",
         "mode": args.mode,
@@ -411,37 +536,14 @@ def main(argv: list[str] | None = None) -> None:
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "platform": platform.platform(),
-        **(
-            {"clips_s": args.clips, "repeats": args.repeats}
-            if encode
-            else {
-                "engines": [engine.name for engine in engines],
-                "seconds_per_stream": args.seconds,
-                "utterance_s": args.utterance_s,
-                "rate_codes_per_s": args.rate,
-                "schedule": {
-                    name: getattr(SERVER, name)
-                    for name in (
-                        "DEFAULT_PLAYBACK_SPEED",
-                        "DEFAULT_PLAYBACK_OVERLAP_SPEED",
-                        "STREAM_CHUNK_GROWTH",
-                        "STREAM_MAX_CHUNK_S",
-                        "STREAM_PAST_CONTEXT_S",
-                        "CROSSFADE_MS",
-                        "STREAM_REDECODE_BUDGET",
-                    )
-                },
-                "buckets": BUCKETS,
-                "snr_db_vs_float32": snr,
-            }
-        ),
+        **details,
         "seed": args.seed,
         "elapsed_s": round(time.perf_counter() - started, 1),
         "results": rows,
     }
     text = json.dumps(report)
     print(text)
-    print(table(rows) if encode else decode_table(rows), file=sys.stderr)
+    print(table(rows) if encode else shapes_table(rows) if shapes else decode_table(rows), file=sys.stderr)
     if snr:
         print(f"SNR vs float32 (dB): {snr}", file=sys.stderr)
     if args.out:

@@ -50,11 +50,13 @@ PREVIOUS_ENV = {
     "DEFAULT_PLAYBACK_SPEED": "2.0",
     "STREAM_CHUNK_GROWTH": "2.0",
     "STREAM_MAX_CHUNK_S": "10",
+    "STREAM_PAST_CONTEXT_S": "0.3",
     "CODEC_BUCKETS": "64,96,128,192,256,384,512,768,1024",
     "STREAM_DEADLINE_CUTS": "false",
     "STREAM_FIRST_COVER": "0",
     "CODEC_CPU_BATCH_CODES": "1",  # no batching on a CPU (an accelerator batches either way)
     "VIABILITY_CHECK": "false",
+    "CODEC_PREPACK": "false",
 }
 BYTES_PER_SAMPLE = 2
 

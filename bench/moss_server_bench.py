@@ -20,11 +20,12 @@ audio until it has NORM_MIN_ESTIMATE_S of it, in both configurations alike).
 
 Configurations (``--configs``), each on the same weights and the same server code:
 
-- ``previous``: the former defaults, MOSS_LM_DTYPE=float32, MOSS_CODEC_DTYPE=float32 and
-  MOSS_FIRST_CHUNK_FRAMES=2;
+- ``previous``: the former defaults, MOSS_LM_DTYPE=float32, MOSS_CODEC_DTYPE=float32,
+  MOSS_FIRST_CHUNK_FRAMES=2 and MOSS_PREPACK=false;
 - ``current``: the defaults, MOSS_LM_DTYPE=auto and MOSS_CODEC_DTYPE=auto (LM and decoder in bf16 on a
   CPU with bf16 matrix instructions: ``app.families.moss.lm.loader.choose_precision``,
-  ``app.families.moss.family.codec_precision``) and MOSS_FIRST_CHUNK_FRAMES=1.
+  ``app.families.moss.family.codec_precision``), MOSS_FIRST_CHUNK_FRAMES=1 and MOSS_PREPACK=true (the LM's
+  and the decoder's weights laid out once for the CPU: ``app.codec.prepack``).
 
 Per request: ``first_audio`` = until the first pcm bytes reach the client (prefill, the first decode's
 frames and their decode, the response's start), ``total``; audio-s per wall-s = the seconds of audio of
@@ -53,6 +54,7 @@ import numpy as np
 import torch
 import uvicorn
 
+from app.codec.prepack import prepack_for_cpu
 from app.config import Settings
 from app.families.moss.codec.config import MossCodecConfig
 from app.families.moss.codec.model import MossAudioCodec
@@ -79,17 +81,20 @@ PACE = 100.0
 
 @dataclass(frozen=True)
 class Config:
-    """One side of the comparison: the LM and codec dtype settings and the first decode's frames."""
+    """One side of the comparison: the LM and codec dtype settings, the first decode's frames and whether
+    the weights are prepacked for the CPU (in place: the in-memory weights are shared, so a configuration
+    that prepacks runs after those that do not)."""
 
     name: str
     lm_dtype: str
     codec_dtype: str
     first_chunk: int
+    prepack: bool
 
 
 CONFIGS = {
-    "previous": Config("previous", "float32", "float32", 2),
-    "current": Config("current", "auto", "auto", 1),
+    "previous": Config("previous", "float32", "float32", 2, False),
+    "current": Config("current", "auto", "auto", 1, True),
 }
 
 
@@ -185,9 +190,11 @@ def engine_for(
         MOSS_REFERENCE_VOICES=False,
         MOSS_MAX_BATCH=max(args.counts),
         MOSS_FIRST_CHUNK_FRAMES=config.first_chunk,
+        MOSS_PREPACK=config.prepack,
         INTERLEAVE_STORE="off",
         VOICES_DIR=voices,
         LONG_INPUT_CHARS_PER_S=PACE,
+        VIABILITY_CHECK=False,  # a CPU is far from real time for MOSS: admission would serve one at a time
     )
     metrics = Metrics()
     interleave = Interleave.from_settings(settings, metrics)
@@ -196,9 +203,12 @@ def engine_for(
     def lm_loader(s: Settings, device: str) -> MossLM:
         from app.families.moss.lm.engine import MossFrameEngine
 
+        prepacked = s.MOSS_PREPACK and loaded.device.type == "cpu"  # as load_lm does
+        if prepacked:
+            prepack_for_cpu(loaded.model, "MOSS LM")
         engine = MossFrameEngine(loaded, max_batch=s.MOSS_MAX_BATCH, max_cached_rows=s.MOSS_CACHE_POSITIONS)
         window = min(loaded.max_positions, s.MOSS_CACHE_POSITIONS)
-        return MossLM(prompter, engine, window, loaded.precision)
+        return MossLM(prompter, engine, window, loaded.precision, prepacked)
 
     def codec_loader(s: Settings, device: torch.device) -> MossAudioCodec:
         decoder, _ = codec_precision(s, device.type)  # the decoder only: no encoder here
@@ -292,8 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(f"built the codec decoder in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     results = []
-    for name in args.configs.split(","):
-        config = CONFIGS[name]
+    for config in sorted((CONFIGS[name] for name in args.configs.split(",")), key=lambda c: c.prepack):
         loaded = with_dtype(loaded, config.lm_dtype)
         results.append(asyncio.run(run_config(config, args, loaded, codec)))
     report: dict[str, Any] = machine(loaded) | {

@@ -8,12 +8,15 @@ how many codes does it decode per code it emits?
 For each schedule and each random code sequence (``--repeats`` of each length in ``--seconds``), the
 codes go through ``Stitcher`` one at a time (as an LM streams them) and, separately, through one
 decode of the whole sequence. Windows take the server's default decode lengths (``CODEC_BUCKETS``, as
-the server uses them on every device) unless ``--natural``. Per utterance it reports:
+the server uses them on an accelerator) unless ``--natural`` (as it decodes on a CPU). Per utterance it
+reports:
 
 - ``snr_db``: the SNR of the streamed audio against the one-shot audio, over the whole utterance;
 - ``seam_snr_db``: the same SNR over the samples within ``--seam-ms`` of a window join only (all joins
-  of the utterance pooled; the samples where a crossfade or a cut would show), and ``body_snr_db`` over
-  the rest (where windows differ from the one-shot decode only by what they did not see);
+  of the utterance pooled; the samples where a crossfade or a cut would show), ``later_seam_snr_db``
+  over the joins after the first one (the first join's left side is the first window's audio, which a
+  short first window decodes from few codes), and ``body_snr_db`` over the rest (where windows differ
+  from the one-shot decode only by what they did not see);
 - the RMS envelope difference over 20 ms frames, ``|20 log10(env_stream / env_oneshot)|`` over frames
   at most ``--floor-db`` below the loudest one-shot frame (median, worst and where the worst is);
 - ``decoded_per_emitted``: codes decoded per code emitted (the context overhead).
@@ -119,16 +122,23 @@ def compare(
     keep = env_o > max(env_o.max() * 10 ** (-floor_db / 20), 1e-9)
     diff = np.abs(20 * np.log10(np.maximum(env_s[keep], 1e-12) / env_o[keep]))
     worst = int(np.flatnonzero(keep)[np.argmax(diff)])
-    near = np.zeros(len(oneshot), dtype=bool)  # [N]: within seam_ms of a join
     half = round(sample_rate * seam_ms / 1000)
-    for seam in seams:
-        near[max(0, seam - half) : seam + half] = True
+
+    def within(joins: list[int]) -> np.ndarray:
+        """[N]: the samples within seam_ms of one of ``joins``."""
+        mask = np.zeros(len(oneshot), dtype=bool)
+        for seam in joins:
+            mask[max(0, seam - half) : seam + half] = True
+        return mask
+
+    near, later = within(seams), within(seams[1:])
     return {
         "env_median_db": float(np.median(diff)),
         "env_worst_db": float(diff.max()),
         "worst_at_s": worst / FRAMES_PER_S,
         "snr_db": snr(stream, oneshot),
         "seam_snr_db": snr(stream[near], oneshot[near]),
+        "later_seam_snr_db": snr(stream[later], oneshot[later]),
         "body_snr_db": snr(stream[~near], oneshot[~near]),
     }
 
@@ -176,6 +186,7 @@ def decode_ratios(args: Seconds, tokens_per_s: int, sample_rate: int) -> dict[st
 def summary(schedule: StitchSchedule, rows: list[dict]) -> dict:
     """Per-schedule aggregate of the per-utterance rows."""
     finite = [r["seam_snr_db"] for r in rows if not np.isnan(r["seam_snr_db"])]  # nan: no join
+    later = [r["later_seam_snr_db"] for r in rows if not np.isnan(r["later_seam_snr_db"])]
     return {
         "schedule": {
             **schedule.__dict__,
@@ -189,6 +200,7 @@ def summary(schedule: StitchSchedule, rows: list[dict]) -> dict:
         "snr_db_median": float(np.median([r["snr_db"] for r in rows])),
         "seam_snr_db_min": float(min(finite)) if finite else float("nan"),
         "seam_snr_db_median": float(np.median(finite)) if finite else float("nan"),
+        "later_seam_snr_db_median": float(np.median(later)) if later else float("nan"),
         "body_snr_db_median": float(np.median([r["body_snr_db"] for r in rows])),
         "decoded_per_emitted_max": float(max(r["decoded_per_emitted"] for r in rows)),
         "utterances": rows,
@@ -249,6 +261,7 @@ def table(results: dict[str, dict]) -> str:
         ("env med/worst dB", ">", 18),
         ("SNR min/med", ">", 13),
         ("seam min/med", ">", 14),
+        ("later seams", ">", 12),
         ("body med", ">", 10),
         ("3/5/10/20 s buckets | natural", ">", 44),
     ]
@@ -264,6 +277,7 @@ def table(results: dict[str, dict]) -> str:
         )
         lines.append(
             f"{name:<26}{r['first_audio_after_codes']:>5}{env:>18}{snrs:>13}{seam:>14}"
+            f"{r['later_seam_snr_db_median']:>12.1f}"
             f"{r['body_snr_db_median']:>10.1f}{ratios:>44}"
         )
     return "\n".join(lines)

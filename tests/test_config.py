@@ -85,10 +85,12 @@ def test_seed_defaults() -> None:
     # the first window is 0.2 s (10 codes) and grows x6 (docs/benchmarks.md, "First audio and stalls")
     assert (s.DEFAULT_PLAYBACK_SPEED, s.DEFAULT_PLAYBACK_OVERLAP_SPEED) == (0.2, 0.2)
     assert (s.STREAM_CHUNK_GROWTH, s.STREAM_MAX_CHUNK_S) == (6.0, 15.0)
-    assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (0.3, 100.0, 0.25)
+    assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (0.2, 100.0, 0.25)
     assert s.STREAM_REDECODE_BUDGET == 0.2
     plain = Settings(_env_file=None)  # make_settings turns the timing-dependent parts off
     assert (plain.STREAM_DEADLINE_CUTS, plain.VIABILITY_CHECK) == (True, True)
+    # windows fitted to the codec's load with 1.2x to spare; admission while a 0.5 s first window does
+    assert (plain.STREAM_FIRST_COVER, plain.VIABILITY_MAX_FIRST_S) == (1.2, 0.5)
 
 
 def test_speakers_and_aliases_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,10 +1,11 @@
 """Admission control for the synthesis and upload routes: stream slots and the viability check.
 
 A request is admitted while fewer than MAX_CONCURRENT_STREAMS are served and, with VIABILITY_CHECK,
-while one more stream leaves every admitted stream ahead of real time at the rates this process has
-measured (``Capacity``: the codec's audio seconds per second against VIABILITY_CODEC_NEED per stream,
-one stream's LM tokens per second against VIABILITY_LM_FLOOR of real time). A lone stream is always
-admitted. Otherwise the request waits in a bounded FIFO queue (MAX_QUEUED_STREAMS): for a slot up to
+while one more stream leaves every admitted stream ahead of real time at what this process has measured
+(``Capacity.viable``: each family's rule, e.g. NeuCodec's codec cost against its windows, and one
+stream's LM pace against VIABILITY_LM_FLOOR of real time). A lone stream is always
+admitted. The number of streams served is kept in ``Capacity.streams``, where the families read it to
+size their windows. Otherwise the request waits in a bounded FIFO queue (MAX_QUEUED_STREAMS): for a slot up to
 QUEUE_WAIT_S, for room at the measured rates up to VIABILITY_WAIT_S; a full queue or a wait that runs
 out is answered 429 with ``Retry-After`` and the OpenAI error body. Waiters are re-checked whenever a
 stream ends. The slot is held until the response's last byte is sent, and released on success, error,
@@ -30,8 +31,7 @@ from app.observability.metrics import Metrics
 class Viability:
     """The viability check's settings (VIABILITY_*)."""
 
-    need: float = 1.5  # codec audio seconds per second one stream needs
-    lm_floor: float = 0.8  # share of real time (50 tokens/s) a stream's LM must keep
+    lm_floor: float = 0.8  # share of real time a stream's LM must keep (audio seconds per second)
     wait_s: float = 3.0  # longest wait for room at the measured rates
 
 
@@ -65,7 +65,7 @@ class Admission:
         capacity = self._metrics.capacity
         codec, lm = capacity.codec.rate, capacity.lm.rate
         measured = f"codec {codec:.1f} audio s/s" if codec is not None else "codec not measured"
-        measured += f", LM {lm:.0f} tokens/s per stream" if lm is not None else ""
+        measured += f", LM {lm:.2f}x real time per stream" if lm is not None else ""
         return RateLimited(
             f"The server cannot keep one more stream ahead of real time ({self.active} streams, "
             f"{measured}); retry later.",
@@ -73,6 +73,7 @@ class Admission:
         )
 
     def _gauges(self) -> None:
+        self._metrics.capacity.streams = self.active
         self._metrics.active.set(self.active)
         self._metrics.queued.set(len(self._waiters))
 
@@ -81,7 +82,7 @@ class Admission:
 
     def _viable(self) -> bool:
         v = self.viability
-        return v is None or self.active == 0 or self._metrics.capacity.viable(self.active, v.need, v.lm_floor)
+        return v is None or self.active == 0 or self._metrics.capacity.viable(self.active, v.lm_floor)
 
     def _count(self, outcome: str) -> None:
         if self.viability is not None:

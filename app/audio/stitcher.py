@@ -12,7 +12,8 @@ Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
   ``lo_k = s_k - p_k``, ``p_k = min(past_tokens, s_k)``, and keeps its own span.
 - With ``buckets`` (decode lengths, context included), the decode length ``D_k = p_k + seg_k + future``
   is replaced by the bucket nearest to it (ties to the smaller) among those that leave the window at
-  least one code of its own, and ``e_k = lo_k + bucket - future``. Windows of concurrent streams then
+  least one code of its own, and ``e_k = lo_k + bucket - future`` (not under a load that bounds the
+  windows: there each window's length is what its round allows). Windows of concurrent streams then
   share a few lengths, so the codec batches them without padding and without changing a sample.
 - Window k is decoded as soon as ``e_k + future_tokens`` codes have arrived.
 - ``flush()`` decodes the rest, ``codes[lo : n]`` with ``lo = s - p``, as the last window. With buckets,
@@ -39,21 +40,24 @@ that have none. ``stall_s`` is the time the listener's buffer was empty before t
 
 Deadline cuts (the schedule's ``cuts``): when codes arrive slower than the schedule's windows need (an
 LM at a served model's pace), the caller waits for the next codes only ``cut_due_in()`` seconds: until
-the listener has ``margin`` of audio left, the larger of ``min_margin_s`` and ``margin_factor`` times
-this stream's last decode (queueing included, so a loaded codec cuts earlier). If no codes came by then,
+the listener has ``margin`` of audio left, the larger of ``min_margin_s``, ``margin_factor`` times
+this stream's last decode (queueing included, so a loaded codec cuts earlier) and, under a load, the
+load's cover times its round of windows as long as this one would be. If no codes came by then,
 ``cut()`` decodes a window cut at the ``m`` codes that exist: it owns ``[s, m - future_tokens)`` (at
 least ``min_cut_tokens`` of its own and ``cut_growth`` times what the window before it owned, else no
-cut is due: windows cut under pressure still grow, since a decode has a fixed cost and a stream of
-small windows would take more codec time than its audio lasts) with the usual past and future context,
+cut is due; the default 1 lets a cut window be as long as the one before: an LM at its pace makes codes
+only so fast, and waiting for more would leave the listener dry) with the usual past and future context,
 and the schedule resumes with the window it cut short (``seg`` unchanged). An LM that sends everything at once
 is never cut (the end of its stream comes before any deadline). With cuts the window list depends on
 when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
 The last window's budget counts the codes actually decoded.
 
-First window: the listener plays the first window while the second decodes, so a first window shorter
-than a decode (a slow codec, a loaded one) stalls right after it starts. ``covering`` lengthens the first
-window of new streams to ``cover`` times the codec's recent decode time of a short window
-(``STREAM_FIRST_COVER``); on a fast codec the configured first window already covers it and stays.
+Load: the listener plays each window while the next one decodes, and the codec decodes every stream's
+windows. ``for_load`` fits the schedule to the codec's measured cost and the streams it serves
+(``app.audio.round_cost``: a round of every stream's next window): the first window lengthens until the
+round after it is decoded while it plays, and each later window grows only as far as its round can be
+decoded while the window before it plays (``STREAM_FIRST_COVER`` to spare). On a fast codec neither
+bound binds and the configured schedule stays as it is.
 
 Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
 (plus any bucket slack or budget). With the server's defaults (see ``app/core/defaults.py``) an
@@ -86,6 +90,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.audio.round_cost import RoundCost
 from app.core.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
@@ -93,7 +98,6 @@ Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
 argument is the window's play-out deadline in ``time.monotonic()`` seconds (None: needed now)."""
 
 LAST_WINDOW_SLACK = 0.1  # a last window grows to a bucket only when that adds at most this fraction
-FIRST_STEP_TOKENS = 5  # a first window lengthened to cover the codec's decode time grows by this many codes
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ class DeadlineCuts:
     min_margin_s: float = 0.08  # cut when the listener has less than this much audio left ...
     margin_factor: float = 1.5  # ... or less than this many times the stream's last decode
     min_cut_tokens: int = 10  # fewest codes a cut window owns ...
-    cut_growth: float = 1.5  # ... and at least this many times what the window before it owned
+    cut_growth: float = 1.0  # ... and at least this many times what the window before it owned
 
     def __post_init__(self) -> None:
         ok = self.min_margin_s >= 0 and self.margin_factor >= 0 and self.cut_growth >= 0
@@ -146,6 +150,8 @@ class StitchSchedule:
         0.0  # the last window takes more past context while at most this share re-decodes
     )
     cuts: DeadlineCuts | None = None  # cut windows at the codes that exist near a deadline; None: never
+    load: RoundCost | None = None  # later windows grow only as far as the codec's round allows; None: free
+    tokens_per_s: int = TOKENS_PER_SECOND
 
     def __post_init__(self) -> None:
         ints = {
@@ -155,6 +161,7 @@ class StitchSchedule:
             "past_tokens": (self.past_tokens, 0),
             "crossfade_samples": (self.crossfade_samples, 0),
             "samples_per_token": (self.samples_per_token, 1),
+            "tokens_per_s": (self.tokens_per_s, 1),
         }
         for name, (value, low) in ints.items():
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -223,27 +230,39 @@ class StitchSchedule:
             buckets=tuple(buckets),
             redecode_budget=redecode_budget,
             cuts=cuts,
+            tokens_per_s=tokens_per_s,
         )
 
-    def covering(
-        self, decode_s: float | None, cover: float, tokens_per_s: int = TOKENS_PER_SECOND
-    ) -> StitchSchedule:
-        """This schedule with a first window that plays at least ``cover`` times ``decode_s`` (the
-        codec's recent time for a short decode; None or ``cover`` 0: unchanged), so that the listener
-        does not run dry while the second window decodes (module docstring, "First window").
+    def first_for(self, load: RoundCost) -> int | None:
+        """Fewest codes the first window may own under ``load`` (``app.audio.round_cost``); None when the
+        codec cannot keep that many streams fed whatever the window."""
+        return load.first_window(self.past_tokens + self.future_tokens, self.held_bound, self.tokens_per_s)
 
-        The first window grows in steps of ``FIRST_STEP_TOKENS`` codes (concurrent streams then share
-        its length, and batch) up to ``max_window_tokens``; it decodes at its own length, which joins
-        the buckets. A window already long enough is kept.
-        """
-        if decode_s is None or cover <= 0 or decode_s <= 0:
+    def for_load(self, load: RoundCost | None) -> StitchSchedule:
+        """This schedule fitted to ``load`` (module docstring, "Load"; None: unchanged): later windows
+        grow no further than their round allows, and the first window is lengthened to
+        ``first_for(load)``, at most ``max_window_tokens`` (streams that start under the same load share
+        its length, and batch); windows keep their natural lengths, without buckets. A load that bounds
+        no window (a fast codec) leaves the schedule as it is."""
+        if load is None or not self._bounded_by(load):
             return self
-        step = FIRST_STEP_TOKENS
-        need = min(self.max_window_tokens, math.ceil(cover * decode_s * tokens_per_s / step) * step)
-        if need <= self.first_own:
-            return self
-        buckets = tuple(sorted({*self.buckets, need + self.future_tokens})) if self.buckets else ()
-        return dataclasses.replace(self, first_tokens=need, buckets=buckets)
+        need = self.first_for(load)
+        first = self.max_window_tokens if need is None else min(self.max_window_tokens, need)
+        return dataclasses.replace(self, first_tokens=max(first, self.first_tokens), buckets=(), load=load)
+
+    def _bounded_by(self, load: RoundCost) -> bool:
+        """Whether ``load`` lengthens the first window or keeps a later one shorter than ``growth`` times
+        the one before (the round's bound grows linearly with the window before it, so it is enough to
+        look at the first window and at the slope)."""
+        need = self.first_for(load)
+        if need is None or need > self.first_tokens:
+            return True
+        context, plays = self.past_tokens + self.future_tokens, self.first_tokens - self.held_bound
+        first_fits = load.fit(plays, context, self.tokens_per_s) >= min(
+            self.max_window_tokens, math.floor(self.first_tokens * self.growth + 1e-9)
+        )
+        slope = 1 / (self.tokens_per_s * load.cover * load.per_code_s * load.streams or 1e-300)
+        return not (first_fits and slope >= self.growth)
 
     @property
     def first_own(self) -> int:
@@ -262,6 +281,14 @@ class StitchSchedule:
             if start >= self.past_tokens and following == seg:  # every later window is this one again
                 return shortest
             start, seg = end, following
+
+    @property
+    def held_bound(self) -> int:
+        """Most codes a window holds back for its join (``crossfade_left``, rounded up), bounded without the
+        windows' lengths (which depend on it under a load)."""
+        spt, width = self.samples_per_token, self.crossfade_samples
+        left = min(width - min(width - width // 2, self.future_tokens * spt), self.past_tokens * spt)
+        return math.ceil(left / spt)
 
     @property
     def crossfade_right(self) -> int:
@@ -310,9 +337,15 @@ class StitchSchedule:
         return total
 
     def next_window(self, seg: int) -> int:
-        """Length in codes of the window after one of ``seg`` codes."""
+        """Length in codes of the window after one of ``seg`` codes: ``growth`` times it, at most
+        ``max_window_tokens`` and, under a load, what its round allows (never shorter than ``seg``)."""
         # The epsilon keeps products like 10 * 1.1 = 11.000000000000002 (or just below) on their integer.
-        return max(seg, min(self.max_window_tokens, math.floor(seg * self.growth + 1e-9)))
+        grown = min(self.max_window_tokens, math.floor(seg * self.growth + 1e-9))
+        if self.load is not None:  # what plays while it decodes: its own codes, or the first window's
+            plays = seg - self.held_bound  # less what it holds back
+            context = self.past_tokens + self.future_tokens
+            grown = min(grown, self.load.fit(plays, context, self.tokens_per_s))
+        return max(seg, grown)
 
     def windows(self, n_codes: int) -> list[tuple[int, int]]:
         """Own spans ``[s, e)`` of the windows that ``n_codes`` codes are cut into (the last by flush)."""
@@ -340,7 +373,10 @@ class Stitcher:
     ``feed``/``push`` and ``flush`` must be used one at a time (one consumer per stream); the only thing
     they wait on is ``decode``. After ``flush`` the stitcher is finished. ``clock`` (``time.monotonic``)
     and ``sample_rate`` turn emitted samples into play-out deadlines; the schedule's ``cuts`` (None: off)
-    cut windows short when the listener would otherwise run dry.
+    cut windows short when the listener would otherwise run dry. ``load`` (None: the schedule as given)
+    says the codec's load now: each window, the first included until it is decoded, is sized by
+    ``schedule.for_load(load())`` at the moment it is considered (module docstring, "Load"), so streams
+    that arrive together size their windows for all of them. The joins keep the schedule's crossfade.
     """
 
     def __init__(
@@ -350,9 +386,12 @@ class Stitcher:
         *,
         clock: Callable[[], float] = time.monotonic,
         sample_rate: int = SAMPLE_RATE,
+        load: Callable[[], RoundCost | None] | None = None,
     ) -> None:
         self._decode = decode
-        self._schedule = schedule
+        self._base = schedule
+        self._load = load
+        self._schedule = schedule  # the base, fitted to the load when the last window was considered
         self._clock = clock
         self._cuts = schedule.cuts
         self.playback = Playback(sample_rate)
@@ -368,6 +407,7 @@ class Stitcher:
         self._codes: list[int] = []
         self._start = 0  # s: first code of the next window
         self._seg = schedule.first_tokens  # length of the next window
+        self._planned: int | None = None  # length of the last window decoded as planned (not cut)
         self._held: np.ndarray | None = None  # [L + R]: last window's samples around s * spt
         self._finished = False
 
@@ -378,13 +418,23 @@ class Stitcher:
             raise RuntimeError("push() after flush()")
         self._codes.extend(codes)
         while True:
+            self._fit()
             lo, end, stop = self._schedule.window(self._start, self._seg)
             if len(self._codes) < stop:
                 return
             chunk = await self._window(lo, self._start, end, stop, last=False)
+            self._planned = self._seg
             self._start, self._seg = end, self._schedule.next_window(self._seg)
             if chunk.size:
                 yield chunk
+
+    def _fit(self) -> None:
+        """Under a load: the schedule for the codec's load now, and the next window's length by it."""
+        if self._load is None:
+            return
+        self._schedule = self._base.for_load(self._load())
+        planned = self._planned
+        self._seg = self._schedule.first_tokens if planned is None else self._schedule.next_window(planned)
 
     def cut_due_in(self) -> float | None:
         """Seconds until a window should be cut at the codes that exist (0: now), or None while no cut
@@ -396,6 +446,10 @@ class Stitcher:
         if len(self._codes) - self._schedule.future_tokens - self._start < fewest:
             return None
         margin = max(cuts.min_margin_s, cuts.margin_factor * self._last_decode_s)
+        load = self._schedule.load
+        if load is not None:  # or what its round would take, decoding what exists now
+            decoded = len(self._codes) - self._start + min(self._schedule.past_tokens, self._start)
+            margin = max(margin, load.cover * load.seconds(decoded))
         return max(0.0, ends - margin - self._clock())
 
     async def cut(self) -> list[np.ndarray]:
@@ -432,7 +486,8 @@ class Stitcher:
         self._finished = True
         n = len(self._codes)
         if n > self._start:
-            lo = self._schedule.last_window_lo(self._start, n, self.decoded if self.cut_windows else None)
+            varied = self.cut_windows or self._load is not None  # windows not the plan's for n codes
+            lo = self._schedule.last_window_lo(self._start, n, self.decoded if varied else None)
             chunk = await self._window(lo, self._start, n, n, last=True)
         elif self._held is not None:  # n == s: only when future_tokens == 0, so R == 0
             chunk = self._held[: self._left].copy()

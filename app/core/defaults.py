@@ -21,7 +21,7 @@ MAX_PROMPT_CHARS = 2000
 """Longest accepted ``prompt`` (extra instructions of the llm normalizer)."""
 MAX_INTERLEAVE_ID_CHARS = 256
 """Longest accepted interleave id, in characters."""
-CODEC_CPU_BATCH_CODES = 128
+CODEC_CPU_BATCH_CODES = 256
 """On a CPU (CODEC_BATCHING=auto), windows of one length batch while the batch holds at most this many
 codes: short windows share a decode's fixed cost; long ones keep the cores busy alone."""
 BATCH_WINDOW_MS = 2.0
@@ -47,7 +47,7 @@ STREAM_CHUNK_GROWTH = 6.0
 """Factor by which each decode window is longer than the one before."""
 STREAM_MAX_CHUNK_S = 15.0
 """Longest decode window (own codes), in seconds."""
-STREAM_PAST_CONTEXT_S = 0.3
+STREAM_PAST_CONTEXT_S = 0.2
 """Past context decoded with each window and sliced off, in seconds."""
 CROSSFADE_MS = 100.0
 """Raised-cosine crossfade at window joins."""
@@ -57,8 +57,11 @@ while the whole utterance stays within ``1 + budget`` codes decoded per code emi
 STREAM_CUT_MARGIN_S = 0.08
 """A window is cut at the codes that exist once its listener has less audio left than this (or than
 1.5 times the stream's last decode)."""
-STREAM_FIRST_COVER = 1.5
-"""The first window plays at least this many times the codec's recent short-decode time, so that the
-listener does not run dry while the next window decodes (a slow codec: a longer first window)."""
+STREAM_FIRST_COVER = 1.2
+"""Windows fit the codec's load with this much to spare (``app.audio.round_cost``): the first window plays,
+and each window grows no further than, this many times the decode time of a round of every stream's next
+window, so that no listener runs dry while the next window decodes."""
+VIABILITY_MAX_FIRST_S = 0.5
+"""A new stream is admitted while the first window that keeps every stream fed is at most this long."""
 CODEC_BUCKETS = (20, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 """Decode window lengths in codes (context included); 20 is the first window's 10 codes + 10 future."""

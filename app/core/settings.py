@@ -315,13 +315,13 @@ class ObservabilitySettings(BaseSettings):
     VIABILITY_CHECK: bool = Field(
         True,
         description="Admit a new stream only while every stream can stay ahead of real time at the measured "
-        "codec and LM rates (else wait VIABILITY_WAIT_S, then 429).",
-    )
-    VIABILITY_CODEC_NEED: float = Field(
-        1.5, gt=0, le=10, description="Codec audio seconds per second one real-time stream needs."
+        "codec cost and LM rate (else wait VIABILITY_WAIT_S, then 429).",
     )
     VIABILITY_LM_FLOOR: float = Field(
-        0.8, ge=0, le=10, description="Share of real time (50 tokens/s) each stream's LM must keep."
+        0.8,
+        ge=0,
+        le=10,
+        description="Share of real time each stream's LM must keep (seconds of audio it makes a second).",
     )
     VIABILITY_WAIT_S: float = Field(
         3.0, ge=0, le=300, description="Longest wait for room at the measured rates before a 429."

@@ -1,25 +1,26 @@
-"""Measured rates that decide whether one more stream can stay ahead of real time.
+"""What this process can serve in real time: the codec's measured cost, the LM's measured pace, the streams
+being served, and the viability rule the admission reads.
 
-Two rates, each a ratio of decaying sums (``RateMeter``): the codec's audio seconds decoded per second
-of decode time (``codec``, fed by the codec batcher after every batch), and one stream's LM speech
-tokens per second (``lm``, fed at the end of each generation). A stream played in real time needs about
-``need`` codec seconds a second (1 plus what its windows re-decode) and at least ``lm_floor`` of real
-time from its LM (50 tokens a second). ``viable(streams, need, lm_floor)``: with ``streams`` already
-admitted, one more keeps every stream ahead of its listener at the rates measured so far; a rate not
-yet measured (no decode, no finished generation) does not refuse.
-
-A third figure sizes the first window of a stream (``StitchSchedule.covering``): ``short_decode``, the
-recent compute time of one short decode batch (at most ``SHORT_DECODE_AUDIO_S`` of audio: the first and
-cut windows, which a listener waits on), a mean whose weights halve every few decodes.
+- ``cost`` (``DecodeCost``): one decode batch of ``codes`` codes takes ``fixed_s + per_code_s * codes``
+  seconds, fitted to the recent batches (fed by the codec batcher after every batch; warm-up decodes at
+  startup give it its first two points). The NeuCodec family sizes its windows by it
+  (``app.audio.round_cost``) and the admission asks whether one more stream still fits.
+- ``codec``: audio seconds decoded per second of decoding (``RateMeter``), for the refusal message and
+  the metrics.
+- ``lm``: one stream's LM pace as a share of real time (seconds of audio its generation made per second
+  it ran, whatever the family's tokens), fed at the end of each generation.
+- ``streams``: the streams admitted now (the admission keeps it).
+- ``rules``: what each family says about one more stream (``admits(streams)``, registered when the family
+  starts; a family whose codec is not measured yet admits). ``viable(streams, lm_floor)``: every rule
+  admits ``streams + 1`` streams and the LM keeps ``lm_floor`` of real time (unmeasured: admitted).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from app.core.constants import TOKENS_PER_SECOND
-
-SHORT_DECODE_AUDIO_S = 1.28  # a decode batch of at most this much audio (64 codes) is a short one
 
 
 class RateMeter:
@@ -50,48 +51,73 @@ class RateMeter:
             return self._amount / self._seconds if self._seconds > 0 else None
 
 
-class RecentMean:
-    """The mean of recent values, each value's weight halving every ``half_life`` later values. Safe to
-    update from any thread."""
+class DecodeCost:
+    """``seconds = fixed_s + per_code_s * codes`` for one decode batch, a least-squares line through the
+    recent batches (each batch's weight halves every ``half_life`` later batches, so the fit follows a
+    changing machine). Safe to update from any thread.
 
-    def __init__(self, half_life: float = 8.0) -> None:
+    Written by hand: five running sums make the fit; a statistics library would keep every point. Until
+    two batches of different sizes were seen the line goes through the origin (all cost per code); a
+    negative intercept (noise) is refitted through the origin too, so both figures are never negative.
+    """
+
+    def __init__(self, half_life: float = 32.0) -> None:
         if half_life <= 0:
             raise ValueError(f"half_life must be > 0, got {half_life!r}")
         self._keep = 0.5 ** (1.0 / half_life)
-        self._sum = 0.0
-        self._weight = 0.0
+        self._sums = [0.0] * 5  # weight, x, y, x*x, x*y
         self._lock = threading.Lock()
 
-    def add(self, value: float) -> None:
+    def add(self, codes: int, seconds: float) -> None:
+        """One batch: ``codes`` codes (all its windows together) decoded in ``seconds``."""
+        if codes <= 0 or seconds <= 0:
+            return
+        x, y = float(codes), seconds
+        point = (1.0, x, y, x * x, x * y)
         with self._lock:
-            self._sum = self._sum * self._keep + value
-            self._weight = self._weight * self._keep + 1.0
+            self._sums = [s * self._keep + v for s, v in zip(self._sums, point, strict=True)]
 
     @property
-    def value(self) -> float | None:
-        """The mean; None before the first value."""
+    def line(self) -> tuple[float, float] | None:
+        """``(fixed_s, per_code_s)``; None before the first batch."""
         with self._lock:
-            return self._sum / self._weight if self._weight else None
+            w, sx, sy, sxx, sxy = self._sums
+        if w <= 0:
+            return None
+        spread = w * sxx - sx * sx
+        if spread > 1e-9 * w * sxx:
+            slope = (w * sxy - sx * sy) / spread
+            fixed = (sy - slope * sx) / w
+            if fixed >= 0 and slope > 0:
+                return fixed, slope
+        return 0.0, sxy / sxx
+
+    def seconds(self, codes: int) -> float | None:
+        """Expected seconds of a batch of ``codes`` codes; None before the first batch."""
+        line = self.line
+        return None if line is None else line[0] + line[1] * codes
 
 
 class Capacity:
-    """The codec's and the LM's measured rates and the viability rule (module docstring)."""
+    """The codec's and the LM's measured figures, the streams served and the viability rule (module
+    docstring)."""
 
     def __init__(self, half_life_s: float = 10.0) -> None:
         self.codec = RateMeter(half_life_s)  # audio seconds per decode second
-        self.lm = RateMeter(half_life_s)  # tokens per second of one stream
-        self.short_decode = RecentMean()  # seconds one short decode batch takes
+        self.lm = RateMeter(half_life_s)  # audio seconds one stream's LM makes per second
+        self.cost = DecodeCost()  # seconds of one decode batch by its codes
+        self.streams = 0  # streams admitted now
+        self.rules: list[Callable[[int], bool]] = []  # each family's: may this many streams be served?
 
     def decoded(self, audio_s: float, compute_s: float) -> None:
         """One decode batch: ``audio_s`` of audio in ``compute_s`` seconds."""
         self.codec.add(audio_s, compute_s)
-        if 0 < audio_s <= SHORT_DECODE_AUDIO_S:
-            self.short_decode.add(compute_s)
+        self.cost.add(round(audio_s * TOKENS_PER_SECOND), compute_s)
 
-    def viable(self, streams: int, need: float, lm_floor: float) -> bool:
-        """True when ``streams + 1`` streams can all stay ahead of real time at the measured rates, each
-        needing ``need`` codec seconds a second and ``lm_floor`` of real time from its LM."""
-        codec, lm = self.codec.rate, self.lm.rate
-        if codec is not None and (streams + 1) * need > codec:
+    def viable(self, streams: int, lm_floor: float) -> bool:
+        """True when ``streams + 1`` streams can all stay ahead of real time: every family's rule admits
+        them and one stream's LM keeps ``lm_floor`` of real time (module docstring)."""
+        if not all(admits(streams + 1) for admits in self.rules):
             return False
-        return lm is None or lm >= lm_floor * TOKENS_PER_SECOND
+        lm = self.lm.rate
+        return lm is None or lm >= lm_floor

@@ -197,7 +197,15 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
-        self.capacity = Capacity()  # this process's measured codec and LM rates (admission reads them)
+        self.decode_cost = Gauge(
+            "tts_codec_decode_cost_seconds",
+            "The codec's measured decode cost, a line through recent batches: seconds of one batch "
+            "(part=fixed) plus seconds per code it holds (part=per_code); windows and admission use it.",
+            ["part"],
+            registry=r,
+            multiprocess_mode="liveall",
+        )
+        self.capacity = Capacity()  # this process's measured codec cost and LM rate (admission reads them)
         for outcome in ("admitted", "waited", "refused"):
             self.viability.labels(outcome)
         for kind in ERROR_KINDS:  # every kind is exported from the start, at 0
@@ -229,16 +237,21 @@ class Metrics:
         """One interleave event (commits, commit_failures, load_failures, fallbacks)."""
         self.interleave.labels(event).inc()
 
-    def observe_generation(self, tokens: int, seconds: float) -> None:
-        """One LM generation: its speech tokens and how long it ran."""
+    def observe_generation(self, tokens: int, audio_s: float, seconds: float) -> None:
+        """One LM generation: its speech tokens (codes or frames), the audio they make and how long it
+        ran."""
         self.lm_tokens.inc(tokens)
         if tokens and seconds > 0:
             self.lm_rate.observe(tokens / seconds)
-            self.capacity.lm.add(tokens, seconds)
+            self.capacity.lm.add(audio_s, seconds)
 
     def observe_decoded(self, audio_s: float, compute_s: float) -> None:
         """The codec decoded ``audio_s`` seconds of audio in ``compute_s`` seconds (one batch)."""
         self.capacity.decoded(audio_s, compute_s)
+        line = self.capacity.cost.line
+        if line is not None:
+            self.decode_cost.labels("fixed").set(line[0])
+            self.decode_cost.labels("per_code").set(line[1])
 
     def observe_stall(self, stall_s: float) -> None:
         """One stream ended; its listener stood ``stall_s`` seconds without audio."""

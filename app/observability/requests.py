@@ -180,7 +180,8 @@ class RequestMiddleware:
         if audio_s:
             m.audio.labels(route).inc(audio_s)
         if record.stats is not None:
-            m.observe_generation(record.stats.codes, record.stats.generation_s)
+            stats = record.stats
+            m.observe_generation(stats.codes, stats.samples / SAMPLE_RATE, stats.generation_s)
             if record.path in SYNTHESIS_PATHS and record.stats.samples:
                 m.observe_stall(record.stats.stall_s)
         access_log.info(

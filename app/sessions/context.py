@@ -324,7 +324,7 @@ class Context:
         audio_s = self.stats.samples / SAMPLE_RATE
         if audio_s:
             metrics.audio.labels("realtime").inc(audio_s)
-        metrics.observe_generation(self.stats.codes, self.stats.generation_s)
+        metrics.observe_generation(self.stats.codes, audio_s, self.stats.generation_s)
         log.info(
             "WS context %s %s",
             self.id,

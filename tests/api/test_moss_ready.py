@@ -57,5 +57,6 @@ async def test_ready_names_each_moss_parts_dtype_and_why(
         "dtype": "float32",
         "reason": "auto: float32, exact voice-prompt codes",
     }
-    assert moss["lm"]["dtype"] == dtype
+    assert moss["codec"]["decoder"]["prepacked"] is True  # MOSS_PREPACK on a CPU (the encoder is not)
+    assert moss["lm"]["dtype"] == dtype and moss["lm"]["prepacked"] is True
     assert moss["lm"]["precision"]["dtype"] == dtype and moss["lm"]["precision"]["reason"].startswith(why)

@@ -8,6 +8,7 @@ import wave
 from pathlib import Path
 
 import httpx
+import torch
 
 from tests.api.conftest import serve
 from tests.conftest import make_settings
@@ -25,10 +26,15 @@ async def test_embedded_backend_streams_buffers_and_survives_disconnects(
         DEVICE="cpu",
         DEFAULT_PLAYBACK_SPEED=0.2,
         DISCONNECT_POLL_S=0.05,
+        CODEC_THREADS=1,
     )
     request = {"input": "Hello.", "voice": "idayu", "max_tokens": 30, "seed": 3}  # one generation
     async with serve(settings) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
-        assert (await client.get("/ready")).json()["checks"] == {"codec": True, "lm": True}
+        ready = (await client.get("/ready")).json()
+        assert ready["checks"] == {"codec": True, "lm": True}
+        # CODEC_THREADS: each torch op on one thread, in the threads started since (the LM's, the codec's)
+        assert ready["codec"]["threads"] == 1
+        assert await asyncio.to_thread(torch.get_num_threads) == 1
 
         streamed = await client.post(SPEECH, json=request | {"response_format": "pcm"})
         assert streamed.status_code == 200, streamed.text

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
 import pytest
 
+from app.audio.round_cost import RoundCost
 from app.audio.stitcher import LAST_WINDOW_SLACK, Stitcher, StitchSchedule
 from tests.conftest import make_settings
 
@@ -32,8 +34,8 @@ SCHEDULES = {
         2.0, 0.2, 2.0, 10.0, 0.3, 100.0, buckets=BUCKETS, redecode_budget=0.2
     ),
     "budgeted_small": StitchSchedule(4, 2.0, 10, 2, 1, 288, redecode_budget=0.5),
-    # the server's 0.2 s first window lengthened to cover a 0.27 s decode: 25 codes, the 35 bucket added
-    "covered": StitchSchedule.from_seconds(
+    # the server's 0.2 s first window under a slow codec's load: 15 codes first, then as the rounds allow
+    "loaded": StitchSchedule.from_seconds(
         0.2,
         0.2,
         6.0,
@@ -42,7 +44,7 @@ SCHEDULES = {
         100.0,
         buckets=(20, 64, 96, 128, 192, 256, 384, 512, 768),
         redecode_budget=0.2,
-    ).covering(0.27, 1.5),
+    ).for_load(RoundCost(0.15, 0.001, 1, 1.0)),
     # buckets leave later windows 1 code of their own (15 past + 1 in 16): the joins must fit in them
     "bucketed_shrinking": StitchSchedule(1, 1.0, 10, 0, 15, 2400, buckets=(16, 24, 32, 48, 64)),
 }
@@ -119,7 +121,10 @@ def test_from_seconds_defaults() -> None:
     [
         ((0.001, 0.0, 1.0, 1.0, 0.0, 0.0), StitchSchedule(1, 1.0, 50, 0, 0, 0)),  # first is at least 1
         ((2.0, 0.2, 1.5, 1.0, 0.5, 5.0), StitchSchedule(100, 1.5, 100, 10, 25, 120)),  # max >= first
-        ((0.75, 0.1, 2.0, 10.0, 3.0, 12.0, 25, 16000), StitchSchedule(19, 2.0, 250, 2, 75, 192, 640)),
+        (
+            (0.75, 0.1, 2.0, 10.0, 3.0, 12.0, 25, 16000),
+            StitchSchedule(19, 2.0, 250, 2, 75, 192, 640, tokens_per_s=25),
+        ),
     ],
 )
 def test_from_seconds_rounding(args: tuple, expected: StitchSchedule) -> None:
@@ -452,7 +457,7 @@ def test_the_default_schedule_decodes_at_most_1_2_codes_per_code_emitted(
 @pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
 def test_the_default_schedule_stays_within_1_2_from_5_s_on(buckets: tuple[int, ...]) -> None:
     """The first window is 10 codes (0.2 s), so the fixed contexts of the first two windows (10 future,
-    then 10 future + up to 15 past) pass 1.2 below 5 s (at 3 s: 1.3); from 5 s on the budget holds."""
+    then 10 future + up to 10 past) pass 1.2 below 5 s (at 3 s: 1.3); from 5 s on the budget holds."""
     schedule = server_default_schedule(buckets)
     assert all(decoded(schedule, n) <= 1.2 * n for n in range(250, 6000))
     assert decoded(schedule, 150) <= 1.3 * 150
@@ -460,29 +465,40 @@ def test_the_default_schedule_stays_within_1_2_from_5_s_on(buckets: tuple[int, .
 
 def test_the_default_schedule_starts_small_and_grows() -> None:
     """The server's defaults on 500 codes with CODEC_BUCKETS: the first window owns 10 codes and decodes
-    them with 10 of future context (the 20 bucket): first audio after 20 codes. The second is 60 codes
-    + 10 future, the 64 bucket (owns 54); the third 15 past + 360 + 10 -> 384 (owns 359); the last owns
-    87 codes and spends what the budget leaves (600 - 468 = 128) on past context. The joins are 100 ms
-    crossfades, 50 ms each side."""
+    them with 10 of future context (the 20 bucket): first audio after 20 codes. The second is 10 past +
+    60 + 10 future = 80 codes, the 64 bucket (a tie with 96 goes to the smaller; owns 44); the third 10
+    past + 360 + 10 -> 384 (owns 364); the last owns 82 codes and spends what the budget leaves
+    (600 - 468 = 132: the 128 bucket) on past context. The joins are 100 ms crossfades, 50 ms each side."""
     schedule = server_default_schedule(tuple(make_settings().CODEC_BUCKETS))
-    assert schedule.first_tokens == 10 and schedule.future_tokens == 10
-    assert schedule.plan(500) == [(0, 10, 0, 20), (10, 54, 0, 64), (54, 413, 39, 423), (413, 500, 372, 500)]
+    assert schedule.first_tokens == 10 and schedule.future_tokens == 10 and schedule.past_tokens == 10
+    assert schedule.plan(500) == [(0, 10, 0, 20), (10, 54, 0, 64), (54, 418, 44, 428), (418, 500, 372, 500)]
     assert (schedule.crossfade_left, schedule.crossfade_right) == (1200, 1200)
 
 
 @pytest.mark.parametrize("buckets", [(), tuple(make_settings().CODEC_BUCKETS)], ids=["natural", "buckets"])
-def test_a_slow_codec_gets_a_first_window_that_covers_its_decode(buckets: tuple[int, ...]) -> None:
-    """1.5 x a 0.27 s decode is 0.405 s: 20.25 codes, 25 in steps of 5; the first window decodes its 25 +
-    10 future codes at that length (with buckets: the 35 bucket joins them), and the rest follows."""
+def test_a_loaded_codec_lengthens_the_first_window_and_bounds_the_growth(buckets: tuple[int, ...]) -> None:
+    """Past 10, future 10 (context 20), 3 codes held back. One stream on a codec with 0.1 s fixed and
+    1 ms a code, cover 1.2, room for a second window 1.5 times the first:
+    F >= (1.2 (0.1 + 0.02) + 0.06) / (0.02 - 0.0018) = 11.2 codes, so 12, and windows keep their natural
+    lengths (no buckets). It plays 9 codes, 0.18 s: the next round may take 0.15 s, 0.05 s of codes beyond
+    the fixed cost: 50 - 20 = 30 own codes (2.5 times the first), below 6 x 12 = 72."""
     schedule = server_default_schedule(buckets)
-    assert schedule.covering(None, 1.5) is schedule and schedule.covering(0.27, 0) is schedule
-    assert schedule.covering(0.05, 1.5) is schedule  # 0.075 s: the 0.2 s window already covers it
-    slow = schedule.covering(0.27, 1.5)
-    assert slow.first_tokens == 25 and slow.first_own == 25
-    assert slow.buckets == (tuple(sorted({*buckets, 35})) if buckets else ())
-    assert slow.plan(500)[0] == (0, 25, 0, 35)
-    # then 6 x 25 = 150 codes with 15 past and 10 future: 175 codes, or the 192 bucket (owns 167)
-    assert slow.plan(500)[1][:2] == ((25, 192) if buckets else (25, 175))
-    assert slow.covering(0.27, 1.5) is slow  # already long enough
-    assert schedule.covering(100.0, 1.5).first_tokens == schedule.max_window_tokens  # capped
-    assert all(decoded(slow, n) <= 1.2 * n for n in range(250, 3000))
+    assert schedule.for_load(None) is schedule
+    load = RoundCost(0.1, 0.001, 1, 1.2)
+    slow = schedule.for_load(load)
+    assert schedule.first_for(load) == 12 and slow.first_tokens == slow.first_own == 12
+    assert slow.buckets == () and slow.plan(500)[:2] == [(0, 12, 0, 22), (12, 42, 2, 52)]
+    assert slow.for_load(load) == slow
+    assert schedule.for_load(RoundCost(0.01, 0.0001, 1, 1.2)) is schedule  # a fast codec: as planned
+    # every later window is decoded while the one before plays, with the cover to spare
+    for before, after in itertools.pairwise(slow.windows(3000)[:-1]):  # the last one is what remains
+        plays = (before[1] - before[0] - slow.held_bound) / 50
+        assert load.cover * load.seconds(after[1] - after[0] + 20) <= plays + 1e-9
+
+
+def test_a_codec_that_cannot_keep_up_has_no_first_window() -> None:
+    """Eight streams at 3 ms a code: 8 x 3 ms x 50 codes/s = 1.2 s of decoding per second of audio."""
+    schedule = server_default_schedule(())
+    assert schedule.first_for(RoundCost(0.01, 0.003, 8, 1.0)) is None
+    assert schedule.for_load(RoundCost(0.01, 0.003, 8, 1.0)).first_tokens == schedule.max_window_tokens
+    assert schedule.first_for(RoundCost(0.01, 0.003, 4, 1.0)) is not None

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import torch
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.codec.precision import choose_precision
@@ -92,7 +93,13 @@ async def test_ready_turns_503_with_a_reason_when_the_backend_is_down(
         ready = await c.get(url + "/ready")
         assert ready.status_code == 200 and ready.json()["checks"] == {"codec": True, "lm": True}
         expected = choose_precision("auto", "cpu")  # what CODEC_DTYPE=auto picked, and why
-        assert ready.json()["codec"] == {"dtype": expected.dtype, "tf32": False, "reason": expected.reason}
+        assert ready.json()["codec"] == {
+            "dtype": expected.dtype,
+            "tf32": False,
+            "reason": expected.reason,
+            "prepacked": True,  # CODEC_PREPACK on a CPU
+            "threads": torch.get_num_threads(),  # torch's, on this thread (CODEC_THREADS unset)
+        }
         await fake_vllm.stop()
         down = await c.get(url + "/ready")
         assert (await c.get(url + "/health")).status_code == 200

@@ -64,6 +64,20 @@ def metric(text: str, name: str, **labels: str) -> float:
     return 0.0
 
 
+async def settled_metrics(
+    client: httpx.AsyncClient, url: str, requests: int, labels: dict[str, str], within_s: float = 5.0
+) -> str:
+    """The exposition of ``url`` once it counts ``requests`` requests with ``labels`` (or after
+    ``within_s``, whatever it then says)."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while True:
+        text = (await client.get(url + "/metrics")).text
+        counted = metric(text, "tts_http_requests_total", **labels)
+        if counted >= requests or asyncio.get_running_loop().time() > deadline:
+            return text
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.parametrize("store", ["redis", "file"])
 async def test_two_servers_share_voices_turns_and_metrics(
     store: str,
@@ -132,10 +146,11 @@ async def test_two_servers_share_voices_turns_and_metrics(
             history = [f"<|im_start|>husein: {earlier}<|speech_start|>" for earlier in TEXTS[:turn]]
             assert all(part in prompt for part in history), (turn, prompt)
 
-        # /metrics on either server reports the sum of both
-        exposition = [(await client.get(s.url + "/metrics")).text for s in (a, b)]
+        # /metrics on either server reports the sum of both (a request is counted once its handler
+        # returns, just after its last byte reached the client: scrape until the last one is in)
+        labels = {"method": "POST", "route": SPEECH, "status": "200"}
+        exposition = [await settled_metrics(client, s.url, speeches[0] + speeches[1], labels) for s in (a, b)]
         for text in exposition:
-            labels = {"method": "POST", "route": SPEECH, "status": "200"}
             assert metric(text, "tts_http_requests_total", **labels) == speeches[0] + speeches[1]
             # the shared reference codes: the one clip was encoded once, by one of the servers
             assert metric(text, "tts_codec_batch_size_count", queue="encode") == 1

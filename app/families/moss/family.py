@@ -215,6 +215,7 @@ class MossFamily:
     async def start(self) -> None:
         """Load the codec (with its encoder when MOSS_REFERENCE_VOICES) and the LM off the event loop, start
         the codec's batchers and the frame engine, then encode the built-in voice clips."""
+        from app.codec.prepack import prepack_for_cpu
         from app.core.device import resolve_device
         from app.families.moss.codec.service import MossCodecOptions, MossCodecService
         from app.observability import tracing
@@ -243,6 +244,10 @@ class MossFamily:
             max_encode_batch=s.MAX_ENCODE_BATCH,
             num_quantizers=CODEBOOKS,
         )
+        codec_prepacked = False
+        if s.MOSS_PREPACK and device.type == "cpu":  # the decoder only: the encoder's codes stay exact
+            report = await asyncio.to_thread(prepack_for_cpu, model.decoder, "MOSS codec decoder")
+            codec_prepacked = report.packed > 0
         codec = MossCodecService(model, device, options=options, observer=self.metrics, spans=tracing)
         codec.start()
         self.codec = codec
@@ -263,7 +268,7 @@ class MossFamily:
                 if not s.MOSS_REFERENCE_VOICES:
                     raise ValueError("the voice clips need the codec encoder: set MOSS_REFERENCE_VOICES=true")
                 self.voice_codes = await encode_clips(s, self.clips, self.encode_reference)
-        parts = {"decoder": decoder.detail()} | (
+        parts = {"decoder": decoder.detail() | {"prepacked": codec_prepacked}} | (
             {"encoder": encoder.detail()} if s.MOSS_REFERENCE_VOICES else {}
         )
         self._details = {"device": str(device), "codec": parts}
@@ -290,13 +295,14 @@ class MossFamily:
         return ContextWindow(self.lm.max_positions if self.lm is not None else 0, MIN_ROOM_FRAMES)
 
     def details(self) -> dict[str, object]:
-        """Device, the codec's dtype and why, the frame engine's choices (dtype, attention, batch) and
-        the LM's dtype and why (``precision``)."""
+        """Device, the codec's dtype and why, the frame engine's choices (dtype, attention, batch), the
+        LM's dtype and why (``precision``) and whether codec decoder and LM are prepacked (MOSS_PREPACK)."""
         if self.lm is None:
             return dict(self._details)
         lm = self.lm.engine.details()
         if self.lm.precision is not None:
             lm["precision"] = self.lm.precision.detail()
+        lm["prepacked"] = self.lm.prepacked
         return {**self._details, "lm": lm}
 
     async def ready(self) -> dict[str, bool]:

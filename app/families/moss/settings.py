@@ -46,6 +46,11 @@ class MossSettings(ServerSettings):
         description="MOSS LM attention; auto: sdpa on cuda and npu, the fastest exact one on cpu (old name "
         "MOSS_TTS_ATTENTION).",
     )
+    MOSS_PREPACK: bool = Field(
+        True,
+        description="On a CPU, lay the linear weights of the MOSS LM and of the codec's decoder out once for "
+        "oneDNN instead of on every call (the same outputs; not the encoder).",
+    )
     MOSS_MAX_BATCH: int = Field(
         8, ge=1, le=256, description="MOSS requests generated together in one batched LM step."
     )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from app.audio.round_cost import RoundCost
 from app.audio.splice import width_samples
 from app.audio.stitcher import DeadlineCuts, StitchSchedule
 from app.codec.reference_cache import ReferenceCache
@@ -143,7 +144,19 @@ def codec_options(settings: NeuCodecSettings) -> CodecOptions:
         batching=settings.CODEC_BATCHING,
         cpu_batch_codes=settings.CODEC_CPU_BATCH_CODES,
         deadlines=settings.CODEC_SCHEDULING == "deadline",
+        warmup_lengths=WARMUP_LENGTHS,
     )
+
+
+def prepacks_codec(settings: NeuCodecSettings, device_kind: str) -> bool:
+    """Whether the decoder's weights are laid out once for oneDNN (CODEC_PREPACK): on a CPU only, and not
+    under TORCH_COMPILE, whose inductor lays them out itself."""
+    return settings.CODEC_PREPACK and device_kind == "cpu" and not settings.TORCH_COMPILE
+
+
+WARMUP_LENGTHS = (20, 64)
+"""Codes of the codec's startup decodes: a first window's and a longer one, the two points the decode cost
+(``app.observability.capacity.DecodeCost``) starts from."""
 
 
 class NeuCodecFamily:
@@ -170,6 +183,9 @@ class NeuCodecFamily:
         self.metrics = metrics
         self.codec: CodecWorker | None = None
         self.codec_precision: CodecPrecision | None = None  # what CODEC_DTYPE=auto chose, and why
+        self.accelerator = False  # the codec runs on an accelerator (cuda, npu): windows take CODEC_BUCKETS
+        self.codec_prepacked = False  # the decoder's weights laid out once for the CPU (CODEC_PREPACK)
+        self.cpu_threads: int | None = None  # torch's intra-op threads on a CPU (CODEC_THREADS)
         self.running = Running()
 
     def model_ids(self) -> Sequence[str]:
@@ -182,6 +198,7 @@ class NeuCodecFamily:
         import torch
 
         from app.codec.precision import choose_precision
+        from app.codec.prepack import prepack_for_cpu
         from app.core.device import resolve_device
         from app.families.neucodec.codec.loading import load_decoder, load_encoder
         from app.families.neucodec.codec.worker import CodecWorker
@@ -190,8 +207,11 @@ class NeuCodecFamily:
         s = self.settings
         async with startup_step("DEVICE", s.DEVICE, "device"):
             device = resolve_device(s.DEVICE)
-        if device.type == "cpu" and s.CODEC_THREADS:
-            torch.set_num_threads(s.CODEC_THREADS)
+        self.accelerator = device.type != "cpu"
+        if device.type == "cpu":
+            if s.CODEC_THREADS:
+                torch.set_num_threads(s.CODEC_THREADS)
+            self.cpu_threads = torch.get_num_threads()
         precision = choose_precision(s.CODEC_DTYPE, device.type, tf32=s.CODEC_TF32)
         self.codec_precision = precision
         level = logging.WARNING if precision.slow else logging.INFO
@@ -207,6 +227,9 @@ class NeuCodecFamily:
             decoder = await asyncio.to_thread(load_decoder, s.CODEC_MODEL, device)
         if precision.dtype != "float32":
             decoder.cast(precision.torch_dtype)
+        if prepacks_codec(s, device.type):  # after the cast: the packed weights keep their dtype
+            report = await asyncio.to_thread(prepack_for_cpu, decoder, "codec decoder")
+            self.codec_prepacked = report.packed > 0
         if precision.tf32:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True
@@ -227,6 +250,9 @@ class NeuCodecFamily:
         codec.start()
         self.codec = codec
         self.running.add("codec", self._close_codec)
+        rules = self.metrics.capacity.rules
+        rules.append(self.admits)
+        self.running.add("viability rule", self._forget_rule)
         log.info("starting LM source %s", self.source.name)
         lm_setting = "TTS_MODEL" if s.LM_BACKEND == "transformers" else "TTS_API"
         self.running.add("LM source", self.source.close)  # closing one that did not start is safe
@@ -250,6 +276,9 @@ class NeuCodecFamily:
         the codec worker); safe after a failed start."""
         await self.running.close()
 
+    async def _forget_rule(self) -> None:
+        self.metrics.capacity.rules.remove(self.admits)
+
     async def _close_codec(self) -> None:
         codec, self.codec = self.codec, None
         if codec is not None:
@@ -260,8 +289,14 @@ class NeuCodecFamily:
         return ContextWindow(self.settings.LM_MAX_MODEL_LEN, self.settings.INTERLEAVE_MIN_GEN_TOKENS)
 
     def details(self) -> dict[str, object]:
-        """The codec's precision: what CODEC_DTYPE chose, and why."""
-        return {"codec": self.codec_precision.detail()} if self.codec_precision is not None else {}
+        """The codec's precision (what CODEC_DTYPE chose, and why), whether its weights are prepacked and,
+        on a CPU, torch's intra-op threads."""
+        if self.codec_precision is None:
+            return {}
+        codec = {**self.codec_precision.detail(), "prepacked": self.codec_prepacked}
+        if self.cpu_threads is not None:
+            codec["threads"] = self.cpu_threads
+        return {"codec": codec}
 
     async def ready(self) -> dict[str, bool]:
         """Codec worker running, LM source able to start a generation."""
@@ -281,11 +316,36 @@ class NeuCodecFamily:
         assert self.codec is not None  # checked above
         return await self.references.get_or_encode(digest, samples, self.codec.encode)
 
+    def load(self, streams: int, cover: float) -> RoundCost | None:
+        """A codec round of ``streams`` streams at the measured decode cost, kept ``cover`` times over; None
+        before the codec decoded anything, or with ``cover`` 0."""
+        line = self.metrics.capacity.cost.line
+        if line is None or cover <= 0:
+            return None
+        return RoundCost(line[0], line[1], max(1, streams), cover)
+
     def schedule(self, first_chunk_s: float, overlap_s: float) -> StitchSchedule:
-        """The stitcher schedule for one request, its first window covering the codec's recent
-        short-decode time (STREAM_FIRST_COVER)."""
-        schedule = stitch_schedule(self.settings, first_chunk_s, overlap_s)
-        return schedule.covering(self.metrics.capacity.short_decode.value, self.settings.STREAM_FIRST_COVER)
+        """The stitcher schedule for one request; its windows are fitted to ``round_load`` as it goes.
+        On a CPU windows keep their natural lengths (CODEC_BUCKETS serve the graphs of an accelerator:
+        on a CPU, streams planned under the same load share their lengths anyway, and a window grown to a
+        bucket only costs decode time)."""
+        return stitch_schedule(self.settings, first_chunk_s, overlap_s, None if self.accelerator else ())
+
+    def round_load(self) -> RoundCost | None:
+        """A codec round of the streams served now at the measured decode cost (STREAM_FIRST_COVER)."""
+        return self.load(self.metrics.capacity.streams, self.settings.STREAM_FIRST_COVER)
+
+    def admits(self, streams: int) -> bool:
+        """The viability rule: at the measured decode cost, ``streams`` streams keep fed with a first window
+        of at most VIABILITY_MAX_FIRST_S (the default schedule, STREAM_FIRST_COVER; at least 1 when that is
+        0). True before the codec decoded anything."""
+        s = self.settings
+        load = self.load(streams, max(1.0, s.STREAM_FIRST_COVER))
+        if load is None:
+            return True
+        schedule = stitch_schedule(s, s.DEFAULT_PLAYBACK_SPEED, s.DEFAULT_PLAYBACK_OVERLAP_SPEED)
+        first = schedule.first_for(load)
+        return first is not None and first <= s.VIABILITY_MAX_FIRST_S * TOKENS_PER_SECOND
 
     async def plan(self, job: SpeechJob) -> NeuCodecUtterance:
         """The prompt for ``job`` (a VC prompt for a reference voice; with interleave history for an

@@ -154,6 +154,11 @@ class NeuCodecSettings(ServerSettings):
         False, description="torch.compile the decoder instead of CUDA graphs (inductor; also on CPU)."
     )
     CODEC_TF32: bool = Field(False, description="TF32 matrix products in the decoder (cuda only).")
+    CODEC_PREPACK: bool = Field(
+        True,
+        description="On a CPU, lay the decoder's linear and conv weights out once for oneDNN instead of on "
+        "every call (not with TORCH_COMPILE, whose inductor does its own).",
+    )
     CODEC_BATCHING: Literal["auto", "on", "off"] = Field(
         "auto",
         description="Batch decode windows across streams; auto: on accelerators, and on a CPU while a "
@@ -221,8 +226,16 @@ class NeuCodecSettings(ServerSettings):
         defaults.STREAM_FIRST_COVER,
         ge=0,
         le=10,
-        description="The first window plays at least this many times the codec's recent decode time of a "
-        "short window (0: off), so the listener does not run dry while the next window decodes.",
+        description="Windows fit the codec's load with this much to spare: the first window plays, and "
+        "each window grows no further than, this many times the measured decode time of one round of "
+        "every stream's next window (0: off, the configured schedule).",
+    )
+    VIABILITY_MAX_FIRST_S: float = Field(
+        defaults.VIABILITY_MAX_FIRST_S,
+        gt=0,
+        le=30,
+        description="With VIABILITY_CHECK: one more stream is admitted while the first window that keeps "
+        "every stream fed (STREAM_FIRST_COVER) need not be longer than this (seconds of audio).",
     )
 
     @field_validator("CODEC_BUCKETS", "CUDA_GRAPH_BUCKETS", mode="before")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import numpy as np
 
+from app.audio.round_cost import RoundCost
 from app.audio.stitcher import StitchSchedule
 from app.core.errors import Unavailable
 from app.core.stats import UtteranceStats
@@ -35,11 +36,14 @@ if TYPE_CHECKING:
 
 
 class Backends(Protocol):
-    """What an utterance runs on (the family's): the LM source, the codec worker, the conversations."""
+    """What an utterance runs on (the family's): the LM source, the codec worker, the conversations, and
+    the codec's load now (which sizes the windows)."""
 
     source: TokenSource
     codec: CodecWorker | None
     conversations: Conversations
+
+    def round_load(self) -> RoundCost | None: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,16 @@ class NeuCodecUtterance:
         attributes = self._attributes(params, {"tts.part": index} if len(self.parts) > 1 else {})
         return traced_stream(
             start_span("tts.stream", attributes),
-            synthesize(self.family.source, codec.decode, params, self.schedule, stats, generated, clock),
+            synthesize(
+                self.family.source,
+                codec.decode,
+                params,
+                self.schedule,
+                stats,
+                generated,
+                clock,
+                self.family.round_load,
+            ),
             stats.span_attributes,
         )
 

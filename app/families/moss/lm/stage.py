@@ -86,6 +86,8 @@ class MossLM:
     budget when that is smaller."""
     precision: Precision | None = None
     """The weights' dtype and why (``loader.choose_precision``); None for a stand-in LM."""
+    prepacked: bool = False
+    """Whether its linear weights are laid out once for the CPU (MOSS_PREPACK)."""
 
 
 def load_lm(settings: MossSettings, device: str) -> MossLM:
@@ -94,6 +96,7 @@ def load_lm(settings: MossSettings, device: str) -> MossLM:
     Blocking (reads the checkpoint): run it in a worker thread. Raises ``ModelSourceError`` for a bad
     source.
     """
+    from app.codec.prepack import prepack_for_cpu
     from app.families.moss.lm.engine import MossFrameEngine
     from app.families.moss.lm.loader import load_moss_lm
     from app.families.moss.lm.prompt import MossPrompter
@@ -104,6 +107,9 @@ def load_lm(settings: MossSettings, device: str) -> MossLM:
         dtype=settings.MOSS_LM_DTYPE,
         attention=settings.MOSS_LM_ATTENTION,
     )
+    prepacked = False
+    if settings.MOSS_PREPACK and loaded.device.type == "cpu":  # the same logits, bf16 or float32
+        prepacked = prepack_for_cpu(loaded.model, "MOSS LM").packed > 0
     engine = MossFrameEngine(
         loaded,
         max_batch=settings.MOSS_MAX_BATCH,
@@ -112,4 +118,4 @@ def load_lm(settings: MossSettings, device: str) -> MossLM:
         prefill_rows=settings.MOSS_PREFILL_ROWS or None,
     )
     window = min(loaded.max_positions, settings.MOSS_CACHE_POSITIONS)
-    return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, window, loaded.precision)
+    return MossLM(MossPrompter(loaded.tokenizer, loaded.ids), engine, window, loaded.precision, prepacked)

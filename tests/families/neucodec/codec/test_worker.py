@@ -12,7 +12,7 @@ import torch
 
 from app.codec.batcher import BatcherClosed
 from app.families.neucodec.codec.decoder import NeuCodecDecoder
-from app.families.neucodec.codec.worker import CodecWorker
+from app.families.neucodec.codec.worker import CodecOptions, CodecWorker
 
 HOP = 480
 
@@ -189,3 +189,44 @@ async def test_decode_before_start_and_double_start(
 
 async def test_close_without_start_is_a_no_op(tiny_decoder: NeuCodecDecoder) -> None:
     await CodecWorker(tiny_decoder, "cpu").close()
+
+
+async def test_warm_up_decodes_are_timed_before_any_request(tiny_decoder: NeuCodecDecoder) -> None:
+    """The startup decodes report like every batch: the decode cost is measured before the first stream."""
+    batches: list[tuple[float, float]] = []
+    codec = CodecWorker(
+        tiny_decoder,
+        "cpu",
+        options=CodecOptions(warmup_lengths=(20, 64)),
+        decoded=lambda audio_s, compute_s: batches.append((audio_s, compute_s)),
+    )
+    codec.start()
+    try:
+        codes = [1, 2, 3]
+        np.testing.assert_allclose(await codec.decode(codes), _expected(tiny_decoder, codes), atol=1e-6)
+    finally:
+        await codec.close()
+    assert [audio_s for audio_s, _ in batches] == pytest.approx([20 * HOP / 24000, 64 * HOP / 24000, 0.06])
+    assert all(compute_s > 0 for _, compute_s in batches)
+
+
+class FailsLong:
+    """The real decoder, failing any window of 64 codes."""
+
+    def __init__(self, decoder: NeuCodecDecoder) -> None:
+        self.decoder = decoder
+        self.config = decoder.config
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        if codes.shape[1] == 64:
+            raise RuntimeError("no")
+        return self.decoder.decode(codes)
+
+
+async def test_a_failed_warm_up_leaves_the_codec_serving(tiny_decoder: NeuCodecDecoder) -> None:
+    codec = CodecWorker(FailsLong(tiny_decoder), "cpu", options=CodecOptions(warmup_lengths=(20, 64)))  # type: ignore[arg-type]
+    codec.start()
+    try:
+        assert (await codec.decode([5] * 4)).shape == (4 * HOP,)
+    finally:
+        await codec.close()
