@@ -69,6 +69,13 @@ class RoundCost:
             return own if spare < 0 else 2**31
         return math.floor(spare / per_code + 1e-9) - context
 
+    def slope(self, tokens_per_s: int) -> float:
+        """How many times longer each window may be than the one before, less a constant (``fit``'s slope):
+        how many times over, with ``cover`` to spare, the codec keeps the streams fed; inf for a codec
+        that costs nothing per code."""
+        per_code = tokens_per_s * self.cover * self.per_code_s * self.streams
+        return math.inf if per_code <= 0 else 1 / per_code
+
     def first_window(self, context: int, held: int, tokens_per_s: int) -> int | None:
         """Fewest codes a first window may own so that a second one ``GROWTH`` times longer is decoded while
         it plays (module docstring: ``F``); None when no length works at this load."""

@@ -244,25 +244,25 @@ class StitchSchedule:
         ``first_for(load)``, at most ``max_window_tokens`` (streams that start under the same load share
         its length, and batch); windows keep their natural lengths, without buckets. A load that bounds
         no window (a fast codec) leaves the schedule as it is."""
-        if load is None or not self._bounded_by(load):
+        if load is None:
             return self
         need = self.first_for(load)
+        if not self._bounded_by(load, need):
+            return self
         first = self.max_window_tokens if need is None else min(self.max_window_tokens, need)
         return dataclasses.replace(self, first_tokens=max(first, self.first_tokens), buckets=(), load=load)
 
-    def _bounded_by(self, load: RoundCost) -> bool:
-        """Whether ``load`` lengthens the first window or keeps a later one shorter than ``growth`` times
-        the one before (the round's bound grows linearly with the window before it, so it is enough to
-        look at the first window and at the slope)."""
-        need = self.first_for(load)
+    def _bounded_by(self, load: RoundCost, need: int | None) -> bool:
+        """Whether ``load`` lengthens the first window (to ``need``, its ``first_for``) or keeps a later one
+        shorter than ``growth`` times the one before (the round's bound grows linearly with the window
+        before it, so it is enough to look at the first window and at the slope)."""
         if need is None or need > self.first_tokens:
             return True
         context, plays = self.past_tokens + self.future_tokens, self.first_tokens - self.held_bound
         first_fits = load.fit(plays, context, self.tokens_per_s) >= min(
             self.max_window_tokens, math.floor(self.first_tokens * self.growth + 1e-9)
         )
-        slope = 1 / (self.tokens_per_s * load.cover * load.per_code_s * load.streams or 1e-300)
-        return not (first_fits and slope >= self.growth)
+        return not (first_fits and load.slope(self.tokens_per_s) >= self.growth)
 
     @property
     def first_own(self) -> int:

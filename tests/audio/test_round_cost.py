@@ -54,3 +54,12 @@ def test_no_first_window_where_the_codec_cannot_keep_the_streams_fed() -> None:
     assert RoundCost(0.014, 0.00115, 10, 1.2).first_window(20, 3, 50) is None
     assert RoundCost(0.014, 0.00115, 8, 1.2).first_window(20, 3, 50) == 87
     assert RoundCost(0.014, 0.00115, 1, 1.2).first_window(20, 3, 50) == 6
+
+
+def test_the_slope_is_how_many_times_over_the_codec_keeps_the_streams_fed() -> None:
+    """8 streams x 1.15 ms a code x 1.2 to spare: 11 ms of decoding per 20 ms code, 1.81 times over; each
+    window may be that many times the one before, less a constant."""
+    load = RoundCost(0.014, 0.00115, 8, 1.2)
+    assert load.slope(50) == pytest.approx(1 / (50 * 1.2 * 0.00115 * 8))
+    assert load.fit(200, 20, 50) - load.fit(100, 20, 50) == pytest.approx(100 * load.slope(50), abs=1)
+    assert RoundCost(0.0, 0.0, 4, 1.2).slope(50) == math.inf
