@@ -44,17 +44,13 @@ from app.families.moss.fixtures.codec import TINY_MOSS_CONFIG, random_codec
 from app.families.moss.lm.loader import LoadedMoss
 from app.families.moss.lm.types import CODEBOOKS
 from app.families.moss.settings import MossSettings
+from app.tools.precision.metrics import compare_tensors
 from bench.moss_codec_bench import cpu_model
 from bench.moss_lm_bench import build, job, moss_parser, split
 from bench.saving import save_report
 
 CODEC_CASES = {"first_frame_1x1": (1, 1, False), "step_1x3": (1, 3, True), "step_8x3": (8, 3, True)}
 """name -> (streams, frames per stream, after a warm step of 3 frames)."""
-
-
-def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    """Frobenius norm of the difference over that of ``want`` (0.0: the same values)."""
-    return float((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-30))
 
 
 def first_frame_logits(loaded: LoadedMoss, args: argparse.Namespace) -> torch.Tensor:
@@ -93,7 +89,7 @@ def lm_part(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": str(loaded.dtype).removeprefix("torch."),
         "layers_prepacked": report.packed,
         "layers_plain": len(report.plain),
-        "first_frame_logits_relative_error": relative_error(got, want),
+        "first_frame_logits_relative_error": compare_tensors(want, got).rel_l2,
         "first_frame_codes_equal": bool(torch.equal(got.argmax(-1), want.argmax(-1))),
         "results": rows,
     }
@@ -153,7 +149,7 @@ def codec_part(args: argparse.Namespace, device: torch.device) -> dict[str, Any]
             "plain_ms": round(plain_ms[name], 1),
             "prepacked_ms": round(packed_ms[name], 1),
             "speedup": round(plain_ms[name] / packed_ms[name], 2),
-            "audio_relative_error": relative_error(got[name], want[name]),
+            "audio_relative_error": compare_tensors(want[name], got[name]).rel_l2,
         }
         for name in CODEC_CASES
     ]

@@ -92,11 +92,6 @@ class DecodeCost:
                 return fixed, slope
         return 0.0, sxy / sxx
 
-    def seconds(self, codes: int) -> float | None:
-        """Expected seconds of a batch of ``codes`` codes; None before the first batch."""
-        line = self.line
-        return None if line is None else line[0] + line[1] * codes
-
 
 class Capacity:
     """The codec's and the LM's measured figures, the streams served and the viability rule (module

@@ -15,13 +15,9 @@ from torch import nn
 from app.codec.prepack import PackedConv1d, PackedLinear, fast_packed_convolutions, prepack_for_cpu, tolerance
 from app.families.neucodec.codec.config import NeuCodecConfig
 from app.families.neucodec.codec.decoder import NeuCodecDecoder
+from app.tools.precision.metrics import compare_tensors
 
 DTYPES = [torch.float32, torch.bfloat16]
-
-
-def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    got, want = got.float(), want.float()
-    return float((got - want).norm() / want.norm())
 
 
 def prepared(layer: nn.Module) -> nn.Module:
@@ -37,7 +33,7 @@ def assert_close_to(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype) -
     if dtype == torch.float32:
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     else:
-        assert relative_error(got, want) <= tolerance(dtype)
+        assert compare_tensors(want, got).rel_l2 <= tolerance(dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
