@@ -379,6 +379,7 @@ def measure_shapes(
                     "batch_vs_alone_max_abs": float((got - alone).abs().max()),
                     "layers_prepacked": report.packed,
                     "layers_plain": len(report.plain),
+                    "convolutions_left": report.convolutions_left,
                     "plain_ms_all": [round(t, 1) for t in times["plain"]],
                     "prepacked_ms_all": [round(t, 1) for t in times["prepacked"]],
                 }

@@ -31,7 +31,9 @@ casting and placing it, and only for inference.
 ``ONEDNN_MAX_CPU_ISA`` held below ``avx512_core``), its packed convolution falls to a slow kernel for most
 widths (a 1024-channel, kernel-3 Conv1d over 27 frames: 70 ms instead of 1.5 ms plain, for 1-3, 5, 6,
 9-15, 17, 18, 21, 25-27... frames), so there Conv1d layers stay plain by default (``convolutions``);
-packed linears are fast on every ISA measured.
+packed linears are fast on every ISA measured. oneDNN lays out bfloat16 weights only where it has
+AVX-512 (avx512bw, vl, dq) or AVX-NE-CONVERT: elsewhere (an AVX2-only CPU asked for bfloat16) every layer
+stays plain, with oneDNN's reason in the report.
 
 **Fallback.** Each layer is checked once, at prepare time: a tiny seeded forward of the packed layer
 against the plain one. A layer whose ops are missing (a build without oneDNN, some aarch64 hosts), raise

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from app.codec import precision as codec_rule
 from app.families.moss.lm import loader
 from app.main import create_app
 from tests.api.conftest import http_settings, serve_app
 from tests.fakes.fake_vllm import FakeVLLM
+from tests.packing import packs
 
 
 @pytest.mark.parametrize(
@@ -57,6 +59,7 @@ async def test_ready_names_each_moss_parts_dtype_and_why(
         "dtype": "float32",
         "reason": "auto: float32, exact voice-prompt codes",
     }
-    assert moss["codec"]["decoder"]["prepacked"] is True  # MOSS_PREPACK on a CPU (the encoder is not)
-    assert moss["lm"]["dtype"] == dtype and moss["lm"]["prepacked"] is True
+    packed = packs(getattr(torch, dtype))  # the flags are faked for the choice; this CPU does the packing
+    assert moss["codec"]["decoder"]["prepacked"] is packed  # MOSS_PREPACK on a CPU (the encoder is not)
+    assert moss["lm"]["dtype"] == dtype and moss["lm"]["prepacked"] is packed
     assert moss["lm"]["precision"]["dtype"] == dtype and moss["lm"]["precision"]["reason"].startswith(why)

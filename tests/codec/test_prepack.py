@@ -16,8 +16,8 @@ from app.codec.prepack import PackedConv1d, PackedLinear, fast_packed_convolutio
 from app.families.neucodec.codec.config import NeuCodecConfig
 from app.families.neucodec.codec.decoder import NeuCodecDecoder
 from app.tools.precision.metrics import compare_tensors
-
-DTYPES = [torch.float32, torch.bfloat16]
+from tests.packing import PACKED_DTYPES as DTYPES
+from tests.packing import needs_bf16_packing, packs
 
 
 def prepared(layer: nn.Module) -> nn.Module:
@@ -138,6 +138,7 @@ def test_weight_keeps_dtype_device_and_values_without_a_second_copy(dtype: torch
         torch.nn.functional.linear(torch.randn(2, 16).to(dtype), packed.weight)
 
 
+@needs_bf16_packing
 def test_a_conv1d_weight_keeps_its_dtype_with_a_height_of_one() -> None:
     packed = prepared(nn.Conv1d(8, 12, 3, padding=1).to(torch.bfloat16))
     assert packed.weight.dtype == torch.bfloat16 and packed.weight.shape == (12, 8, 1, 3)
@@ -177,6 +178,31 @@ def test_a_missing_op_leaves_the_layers_plain_with_a_warning(
     assert "test model: 1 layers prepacked for the CPU, 1 kept plain (RuntimeError" in caplog.text
     with torch.inference_mode():
         layers[0](torch.randn(2, 8))
+
+
+def test_bfloat16_layers_are_packed_exactly_where_onednn_lays_out_bfloat16(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """On a CPU with AVX-512 or AVX-NE-CONVERT both layers are packed; on one without (AVX2 only) both stay
+    plain, each with oneDNN's reason in the report and the warning, and compute as before."""
+    torch.manual_seed(0)
+    layers = model().to(torch.bfloat16)
+    linear, conv = layers[0], layers[1]
+    x = torch.randn(2, 5, 8, dtype=torch.bfloat16)
+    with torch.inference_mode():
+        want = conv(linear(x).transpose(1, 2))
+    with caplog.at_level(logging.WARNING, logger="app.codec.prepack"):
+        report = prepack_for_cpu(layers, "bf16 model", convolutions=True)
+    if packs(torch.bfloat16):
+        assert isinstance(layers[0], PackedLinear) and isinstance(layers[1], PackedConv1d)
+        assert report.packed == 2 and not report.plain
+    else:
+        assert layers[0] is linear and layers[1] is conv and report.packed == 0
+        assert set(report.plain) == {"0", "1"} and all("bf16" in why for why in report.plain.values())
+        assert "bf16 model: 0 layers prepacked for the CPU, 2 kept plain (RuntimeError" in caplog.text
+    with torch.inference_mode():
+        got = layers[1](layers[0](x).transpose(1, 2))
+    assert compare_tensors(want.float(), got.float()).rel_l2 <= tolerance(torch.bfloat16)
 
 
 def test_a_wrong_answer_leaves_the_layer_plain(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,7 @@ from app.main import create_app
 from tests.api.conftest import fake_vllm, http_settings, serve_app  # noqa: F401 (fake_vllm: a fixture)
 from tests.conftest import make_settings
 from tests.fakes.fake_vllm import FakeVLLM
+from tests.packing import PACKED_DTYPES, needs_bf16_packing
 
 
 @pytest.mark.parametrize("prepack", [True, False])
@@ -65,6 +66,7 @@ def test_float32_prepacked_decode_equals_the_plain_decode() -> None:
         assert relative_squared_error(got, want) < 1e-9  # measured about 1e-11, at full size too
 
 
+@needs_bf16_packing
 def test_bfloat16_prepacked_decode_is_as_close_to_float32_as_the_plain_bf16_decode() -> None:
     """Packing changes where bf16 rounds in the convolutions (the linear layers give the same bits), so
     the bound is bf16's own error against the float32 decode: the prepacked bf16 decode keeps the plain
@@ -84,7 +86,7 @@ def test_bfloat16_prepacked_decode_is_as_close_to_float32_as_the_plain_bf16_deco
     assert relative_squared_error(got, bf16) <= 2 * own_error
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", PACKED_DTYPES)
 def test_a_prepacked_batch_equals_its_rows_decoded_alone(dtype: torch.dtype) -> None:
     _, packed = decoders(dtype)
     window = codes(4, 64)
@@ -94,6 +96,7 @@ def test_a_prepacked_batch_equals_its_rows_decoded_alone(dtype: torch.dtype) -> 
     assert torch.equal(batch, alone)
 
 
+@needs_bf16_packing
 def test_the_decoder_still_reads_its_dtype_and_device_from_its_weights() -> None:
     _, packed = decoders(torch.bfloat16)
     assert isinstance(packed.fc_post_a, PackedLinear)
