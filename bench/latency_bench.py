@@ -4,8 +4,10 @@
         [--streams 1,8,16] [--tokens 250] [--device cpu] [--instant-streams 8] [--out F.json]
 
 One fake vLLM (``tests.fakes.fake_vllm --control``: each stream's tokens on a fixed timeline at the
-rate asked) and two servers (``python -m app``) on the official-size random NeuCodec decoder, both
-loaded for the whole run:
+rate asked; ``tokens_per_word`` set so that a request of a few words makes exactly ``--tokens`` codes,
+spoken as one generation: a longer text would be cut into parts, each starting again from a first
+window; checked before the run) and two servers (``python -m app``) on the official-size random NeuCodec
+decoder, both loaded for the whole run:
 
 - ``previous``: the earlier stitcher and admission defaults (``PREVIOUS_ENV``): a first window of 2 s
   growing x2 to 10 s, the buckets without 20, no deadline cuts, no first window sized to the codec,
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -45,6 +48,10 @@ import numpy as np
 from bench.bench import percentile, speech_url
 from bench.saving import save_report
 from bench.server_speed_bench import Server, free_port, machine, processes, run_on_codec, text_for, wait_ready
+
+CODES_PER_WORD = 25
+"""The fake LM's codes per word of the bench's texts: a request of ``--tokens`` codes (250) is a text of
+a few words (10), short enough for the server's estimate to keep it one generation."""
 
 PREVIOUS_ENV = {
     "DEFAULT_PLAYBACK_SPEED": "2.0",
@@ -99,16 +106,36 @@ async def speak(session: aiohttp.ClientSession, url: str, text: str, tokens: int
     return Result(200, first - started, received / BYTES_PER_SAMPLE / rate, stall)
 
 
+def words_for(tokens: int) -> int:
+    """Words of a request's text: at ``CODES_PER_WORD`` (or more) codes a word, the fake makes ``tokens``."""
+    return max(1, math.ceil(tokens / CODES_PER_WORD))
+
+
+def request_text(tokens: int, salt: int) -> str:
+    """A text of ``words_for(tokens)`` words (``text_for`` counts 12 codes a word)."""
+    return text_for(words_for(tokens) * 12 / 50, salt)
+
+
 async def burst(url: str, streams: int, tokens: int, salt: int) -> list[Result]:
     """``streams`` requests sent at once."""
     timeout = aiohttp.ClientTimeout(total=600)
     connector = aiohttp.TCPConnector(limit=streams)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        seconds = tokens / 50 + 0.5  # a text longer than the tokens: every request ends at max_tokens
         return list(
             await asyncio.gather(
-                *(speak(session, url, text_for(seconds, salt + i), tokens) for i in range(streams))
+                *(speak(session, url, request_text(tokens, salt + i), tokens) for i in range(streams))
             )
+        )
+
+
+async def check_one_generation(url: str, tokens: int) -> None:
+    """A request is ``tokens`` codes of audio, not more (a text cut into parts makes more): else exit."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        result = await speak(session, url, request_text(tokens, 0), tokens)
+    if result.status != 200 or abs(result.audio_s - tokens / 50) > 0.5 / 50:
+        raise SystemExit(
+            f"a request of {tokens} codes gave {result.audio_s:.3f} s of audio (status {result.status}), "
+            f"not {tokens / 50:.3f} s: its text is not spoken as one generation"
         )
 
 
@@ -121,7 +148,7 @@ async def closed_loop(url: str, streams: int, per_stream: int, tokens: int, salt
             audio = 0.0
             for i in range(per_stream):
                 while True:  # a refused request is sent again after its Retry-After, as clients do
-                    text = text_for(tokens / 50 + 0.5, salt + index * 10 + i)
+                    text = request_text(tokens, salt + index * 10 + i)
                     result = await speak(s, url, text, tokens)
                     if result.status != 429:
                         break
@@ -134,9 +161,11 @@ async def closed_loop(url: str, streams: int, per_stream: int, tokens: int, salt
         return audio / (time.perf_counter() - started)
 
 
-async def set_pace(lm_url: str, tokens_per_s: float, per_event: int) -> None:
+async def set_pace(lm_url: str, tokens_per_s: float, per_event: int, per_word: int | None = None) -> None:
     async with aiohttp.ClientSession() as session:
-        body = {"tokens_per_s": tokens_per_s, "tokens_per_event": per_event}
+        body: dict[str, float] = {"tokens_per_s": tokens_per_s, "tokens_per_event": per_event}
+        if per_word is not None:
+            body["tokens_per_word"] = per_word
         async with session.put(lm_url + "/fake/script", json=body) as response:
             response.raise_for_status()
 
@@ -199,9 +228,10 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
             servers.append(Server(name, f"http://127.0.0.1:{port}", process, log))
         for server in servers:
             await wait_ready(server)
-        await set_pace(lm_url, 0, 100_000)
+        await set_pace(lm_url, 0, 100_000, math.ceil(args.tokens / words_for(args.tokens)))
         for server in servers:  # warm-up: loads, and the codec rate the viability check reads
             await closed_loop(server.url, 2, 1, args.tokens, salt=999)
+            await check_one_generation(server.url, args.tokens)
         raw: dict[str, dict[str, list[list[Result]]]] = {s.name: {} for s in servers}
         throughput: dict[str, list[float]] = {s.name: [] for s in servers}
         for round_ in range(args.rounds):

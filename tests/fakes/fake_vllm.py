@@ -13,7 +13,7 @@ headers, whether and when the client disconnected). Standalone, for demos and be
 word of the prompt's text, capped by ``max_tokens``, the same codes for the same prompt. A paced
 stream (``tokens_per_s``) sends token k at ``k / tokens_per_s`` after its first, on a fixed timeline
 (a late event does not delay the later ones), as each row of a served model does. ``--control`` adds
-``PUT /fake/script`` to change the pace of the next requests.
+``PUT /fake/script`` to change the pace of the next requests (and the codes per word).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ TOKENS_PER_WORD = 12
 class Script:
     """How the fake answers the next completion requests. Event counts are 0-based positions."""
 
-    codes: list[int] | None = None  # None: random codes, TOKENS_PER_WORD per word of the prompt's text
+    codes: list[int] | None = None  # None: random codes, ``tokens_per_word`` per word of the prompt's text
+    tokens_per_word: int = TOKENS_PER_WORD
     tokens_per_event: int = 1
     tokens_per_s: float | None = None  # pace; None: as fast as possible
     first_token_delay_s: float = 0.0
@@ -74,12 +75,12 @@ def vllm_error(message: str, status: int, err_type: str = "BadRequestError") -> 
     return {"error": {"message": message, "type": err_type, "param": None, "code": status}}
 
 
-def random_codes(prompt: str, max_tokens: int, seed: int = 0) -> list[int]:
-    """A plausible utterance for ``prompt``: TOKENS_PER_WORD codes per word of the last turn's text."""
+def random_codes(prompt: str, max_tokens: int, seed: int = 0, per_word: int = TOKENS_PER_WORD) -> list[int]:
+    """A plausible utterance for ``prompt``: ``per_word`` codes per word of the last turn's text."""
     turn = prompt.rsplit("<|im_start|>", 1)[-1].split("<|speech_start|>", 1)[0]
     words = len(turn.split(": ", 1)[-1].split())
     rng = random.Random(f"{seed}:{prompt}")
-    count = min(max(TOKENS_PER_WORD, TOKENS_PER_WORD * words), max_tokens)
+    count = min(max(per_word, per_word * words), max_tokens)
     return [rng.randrange(65536) for _ in range(count)]
 
 
@@ -151,9 +152,9 @@ class FakeVLLM:
 
     async def _set_script(self, request: web.Request) -> web.Response:
         """Replace the script's pace: a JSON object of ``tokens_per_s``, ``tokens_per_event``,
-        ``first_token_delay_s`` (the fields given; the others keep their values)."""
+        ``first_token_delay_s``, ``tokens_per_word`` (the fields given; the others keep their values)."""
         body = await request.json()
-        allowed = {"tokens_per_s", "tokens_per_event", "first_token_delay_s"}
+        allowed = {"tokens_per_s", "tokens_per_event", "first_token_delay_s", "tokens_per_word"}
         if not isinstance(body, dict) or set(body) - allowed:
             return web.json_response(vllm_error(f"fields must be among {sorted(allowed)}", 400), status=400)
         for name, value in body.items():
@@ -213,7 +214,7 @@ class FakeVLLM:
         max_tokens = int(body.get("max_tokens") or 16)
         codes = script.codes
         if codes is None:
-            codes = random_codes(body["prompt"], max_tokens, self.seed)
+            codes = random_codes(body["prompt"], max_tokens, self.seed, script.tokens_per_word)
         finish = script.finish_reason
         if len(codes) >= max_tokens:
             codes, finish = codes[:max_tokens], "length"
