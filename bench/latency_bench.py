@@ -45,6 +45,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from app.audio.stitcher import Playback
 from bench.bench import percentile, speech_url
 from bench.saving import save_report
 from bench.server_speed_bench import Server, free_port, machine, processes, run_on_codec, text_for, wait_ready
@@ -85,25 +86,23 @@ async def speak(session: aiohttp.ClientSession, url: str, text: str, tokens: int
     body["max_tokens"] = tokens
     started = time.perf_counter()
     first: float | None = None
-    end = 0.0  # when the listener will have played everything received
-    received, stall = 0, 0.0
+    received = 0
     async with session.post(speech_url(url), json=body) as response:
         if response.status != 200:
             await response.read()
             return Result(response.status, retry_after=response.headers.get("Retry-After"))
         rate = int(response.headers.get("X-Audio-Sample-Rate", 24000))
+        listener = Playback(rate)  # the server's own simulated listener, fed what the client received
         async for chunk in response.content.iter_any():
             now = time.perf_counter()
             if first is None:
-                first = end = now
-            elif now > end:
-                stall += now - end
-                end = now
-            end += len(chunk) / BYTES_PER_SAMPLE / rate
+                first = now
+            samples = (received + len(chunk)) // BYTES_PER_SAMPLE - received // BYTES_PER_SAMPLE
+            listener.emit(samples, now)
             received += len(chunk)
     if first is None:
         return Result(599)
-    return Result(200, first - started, received / BYTES_PER_SAMPLE / rate, stall)
+    return Result(200, first - started, received / BYTES_PER_SAMPLE / rate, listener.stall_s)
 
 
 def words_for(tokens: int) -> int:

@@ -49,6 +49,7 @@ import looptime
 import numpy as np
 
 from app.api.admission import Admission, Viability
+from app.audio.stitcher import Playback
 from app.config import Settings
 from app.core.constants import SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 from app.core.errors import RateLimited
@@ -203,21 +204,19 @@ async def speak(
         schedule = family.schedule(s.DEFAULT_PLAYBACK_SPEED, s.DEFAULT_PLAYBACK_OVERLAP_SPEED)
         params = GenerationParams("", "", source.tokens, 1.0, 1.0)
         first: float | None = None
-        end = stall = samples = 0.0
+        listener = Playback(SAMPLES_PER_TOKEN * TOKENS_PER_SECOND)
+        samples = 0
         chunks = synthesize(
             source, codec.decode, params, schedule, UtteranceStats(), clock=loop.time, load=family.round_load
         )
         async for chunk in chunks:
             now = loop.time()
             if first is None:
-                first = end = now
-            elif now > end:
-                stall += now - end
-                end = now
-            end += chunk.size / (SAMPLES_PER_TOKEN * TOKENS_PER_SECOND)
+                first = now
+            listener.emit(chunk.size, now)
             samples += chunk.size
         assert first is not None
-        return Outcome(False, first - asked, stall, samples / (SAMPLES_PER_TOKEN * TOKENS_PER_SECOND))
+        return Outcome(False, first - asked, listener.stall_s, samples / listener.sample_rate)
     finally:
         admission.release()
 
