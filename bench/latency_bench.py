@@ -48,7 +48,15 @@ import numpy as np
 from app.audio.stitcher import Playback
 from bench.bench import percentile, speech_url
 from bench.saving import save_report
-from bench.server_speed_bench import Server, free_port, machine, processes, run_on_codec, text_for, wait_ready
+from bench.server_speed_bench import (
+    Server,
+    free_port,
+    machine,
+    processes,
+    run_on_codec,
+    wait_ready,
+    words_text,
+)
 
 CODES_PER_WORD = 25
 """The fake LM's codes per word of the bench's texts: a request of ``--tokens`` codes (250) is a text of
@@ -110,9 +118,14 @@ def words_for(tokens: int) -> int:
     return max(1, math.ceil(tokens / CODES_PER_WORD))
 
 
+def codes_per_word(tokens: int) -> int:
+    """What the fake LM is told to make per word, so that ``words_for(tokens)`` words reach ``tokens``."""
+    return math.ceil(tokens / words_for(tokens))
+
+
 def request_text(tokens: int, salt: int) -> str:
-    """A text of ``words_for(tokens)`` words (``text_for`` counts 12 codes a word)."""
-    return text_for(words_for(tokens) * 12 / 50, salt)
+    """A text of ``words_for(tokens)`` words."""
+    return words_text(words_for(tokens), salt)
 
 
 async def burst(url: str, streams: int, tokens: int, salt: int) -> list[Result]:
@@ -227,7 +240,7 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
             servers.append(Server(name, f"http://127.0.0.1:{port}", process, log))
         for server in servers:
             await wait_ready(server)
-        await set_pace(lm_url, 0, 100_000, math.ceil(args.tokens / words_for(args.tokens)))
+        await set_pace(lm_url, 0, 100_000, codes_per_word(args.tokens))
         for server in servers:  # warm-up: loads, and the codec rate the viability check reads
             await closed_loop(server.url, 2, 1, args.tokens, salt=999)
             await check_one_generation(server.url, args.tokens)

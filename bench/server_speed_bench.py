@@ -70,10 +70,14 @@ WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "w
 BYTES_PER_SAMPLE = 2
 
 
+def words_text(count: int, salt: int) -> str:
+    """A sentence of ``count`` plain words (``salt`` picks where in ``WORDS`` it starts)."""
+    return " ".join(WORDS[(salt + i) % len(WORDS)] for i in range(count)) + "."
+
+
 def text_for(seconds: float, salt: int) -> str:
     """Plain words that make the fake LM speak about ``seconds`` of audio (50 codes per second)."""
-    count = max(1, round(seconds * 50 / TOKENS_PER_WORD))
-    return " ".join(WORDS[(salt + i) % len(WORDS)] for i in range(count)) + "."
+    return words_text(max(1, round(seconds * 50 / TOKENS_PER_WORD)), salt)
 
 
 @dataclass

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
+
+from app.codec.prepack import PackedLinear
 
 
 def packs(dtype: torch.dtype) -> bool:
-    """Whether oneDNN lays out ``dtype`` weights on this CPU: probed on a small weight with the op
-    ``prepack_for_cpu`` uses."""
+    """Whether oneDNN lays out ``dtype`` weights on this CPU: a small layer packed as ``prepack_for_cpu``
+    packs it."""
     try:
-        torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 16, dtype=dtype), None)
+        PackedLinear.of(nn.Linear(16, 16).to(dtype))
     except RuntimeError:
         return False
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from bench.latency_bench import CODES_PER_WORD, request_text, set_pace, words_for
+from bench.latency_bench import CODES_PER_WORD, codes_per_word, request_text, set_pace, words_for
 from tests.fakes.fake_vllm import FakeVLLM, Script
 
 
@@ -21,8 +21,7 @@ async def test_the_fake_makes_exactly_the_tokens_asked_at_the_codes_per_word_set
     await fake.start()
     try:
         for tokens in (250, 100):
-            per_word = -(-tokens // words_for(tokens))
-            await set_pace(fake.url, 0, 100_000, per_word)
+            await set_pace(fake.url, 0, 100_000, codes_per_word(tokens))
             prompt = f"user: {request_text(tokens, 1)}<|speech_start|>"
             body = {"model": "TTS-model", "prompt": prompt, "max_tokens": tokens, "stream": True}
             async with (
