@@ -34,9 +34,10 @@ Schedule (in codes; one code is ``samples_per_token`` samples, ``spt`` below):
 
 Deadlines: a simulated listener (``Playback``) starts playing when the first chunk comes out and
 plays in real time; each decode is handed the moment it will have played everything emitted so far
-(after a stall, counted from when the late chunk came out); the first window's is None (due now). The
-codec serves the earliest deadline first, so a stream with seconds of audio buffered yields to streams
-that have none. ``stall_s`` is the time the listener's buffer was empty before the end.
+(after a stall, counted from when the late chunk came out); the first window's is None (due now; with a
+lead, below: when the listener gets there). The codec serves the earliest deadline first, so a stream
+with seconds of audio buffered yields to streams that have none. ``stall_s`` is the time the listener's
+buffer was empty before the end.
 
 Deadline cuts (the schedule's ``cuts``): when codes arrive slower than the schedule's windows need (an
 LM at a served model's pace), the caller waits for the next codes only ``cut_due_in()`` seconds: until
@@ -58,6 +59,16 @@ windows. ``for_load`` fits the schedule to the codec's measured cost and the str
 round after it is decoded while it plays, and each later window grows only as far as its round can be
 decoded while the window before it plays (``STREAM_FIRST_COVER`` to spare). On a fast codec neither
 bound binds and the configured schedule stays as it is.
+
+Lead: a later part of a long input (or a later segment of a realtime turn) starts while the listener is
+still playing the parts before it, seconds from reaching it. Given ``due`` (when it does), the stitcher
+sizes that stream's first window as the window after one that plays for that lead
+(``StitchSchedule.lead_window``: ``growth`` times the lead, at most ``max_window_tokens`` and, under a load,
+what a round decodes within the lead; never below ``first_tokens``), so a part does not start again from
+a small first window (fewer decodes, no short window's seam). Its listener is counted as playing from the
+start: the first window's deadline is ``due``, deadline cuts apply to it (an LM at its pace gets the
+window cut at the codes that exist before the listener gets there), and audio that comes after ``due``
+counts as a stall.
 
 Re-decoded codes: each non-final window decodes ``p + future`` codes it does not emit, the last ``p``
 (plus any bucket slack or budget). With the server's defaults (see ``app/core/defaults.py``) an
@@ -123,6 +134,12 @@ class Playback:
         self.sample_rate = sample_rate
         self.end: float | None = None  # clock() when everything emitted so far has been played
         self.stall_s = 0.0
+
+    def reaches(self, at: float | None) -> None:
+        """A listener already playing reaches this stream at ``at`` (None: not known): audio that comes
+        later finds it stalled since then. Only before the first chunk."""
+        if self.end is None:
+            self.end = at
 
     def emit(self, samples: int, now: float) -> None:
         """``samples`` more audio reached the listener at ``now``."""
@@ -339,13 +356,24 @@ class StitchSchedule:
     def next_window(self, seg: int) -> int:
         """Length in codes of the window after one of ``seg`` codes: ``growth`` times it, at most
         ``max_window_tokens`` and, under a load, what its round allows (never shorter than ``seg``)."""
+        return max(seg, self._grown(seg, seg - self.held_bound))  # it plays its codes less what it holds
+
+    def lead_window(self, lead_s: float) -> int:
+        """Codes the first window may own when a listener already playing reaches it in ``lead_s`` seconds
+        (a later part of a long input; module docstring, "Lead"): as long as the window after one that
+        plays ``lead_s``, at least ``first_tokens``."""
+        plays = max(0, math.floor(lead_s * self.tokens_per_s + 1e-9))
+        return max(self.first_tokens, self._grown(plays, plays))
+
+    def _grown(self, seg: int, plays: int) -> int:
+        """``growth`` times ``seg`` codes, at most ``max_window_tokens`` and, under a load, what a round
+        decodes while ``plays`` codes play."""
         # The epsilon keeps products like 10 * 1.1 = 11.000000000000002 (or just below) on their integer.
         grown = min(self.max_window_tokens, math.floor(seg * self.growth + 1e-9))
-        if self.load is not None:  # what plays while it decodes: its own codes, or the first window's
-            plays = seg - self.held_bound  # less what it holds back
+        if self.load is not None:
             context = self.past_tokens + self.future_tokens
             grown = min(grown, self.load.fit(plays, context, self.tokens_per_s))
-        return max(seg, grown)
+        return grown
 
     def windows(self, n_codes: int) -> list[tuple[int, int]]:
         """Own spans ``[s, e)`` of the windows that ``n_codes`` codes are cut into (the last by flush)."""
@@ -376,7 +404,10 @@ class Stitcher:
     cut windows short when the listener would otherwise run dry. ``load`` (None: the schedule as given)
     says the codec's load now: each window, the first included until it is decoded, is sized by
     ``schedule.for_load(load())`` at the moment it is considered (module docstring, "Load"), so streams
-    that arrive together size their windows for all of them. The joins keep the schedule's crossfade.
+    that arrive together size their windows for all of them. ``due`` (None: no listener yet) says when a
+    listener who is already playing reaches this stream's first sample (a later part of a long input):
+    the first window is sized by that lead, and its deadline and cuts count from it (module docstring,
+    "Lead"). The joins keep the schedule's crossfade.
     """
 
     def __init__(
@@ -387,10 +418,12 @@ class Stitcher:
         clock: Callable[[], float] = time.monotonic,
         sample_rate: int = SAMPLE_RATE,
         load: Callable[[], RoundCost | None] | None = None,
+        due: Callable[[], float | None] | None = None,
     ) -> None:
         self._decode = decode
         self._base = schedule
         self._load = load
+        self._due = due
         self._schedule = schedule  # the base, fitted to the load when the last window was considered
         self._clock = clock
         self._cuts = schedule.cuts
@@ -429,17 +462,27 @@ class Stitcher:
                 yield chunk
 
     def _fit(self) -> None:
-        """Under a load: the schedule for the codec's load now, and the next window's length by it."""
-        if self._load is None:
-            return
-        self._schedule = self._base.for_load(self._load())
-        planned = self._planned
-        self._seg = self._schedule.first_tokens if planned is None else self._schedule.next_window(planned)
+        """Under a load: the schedule for the codec's load now, and the next window's length by it; before
+        the first planned window of a stream a listener reaches at ``due``: that window's length by the
+        lead."""
+        if self._load is not None:
+            self._schedule = self._base.for_load(self._load())
+        planned, ends, schedule = self._planned, self._listener_end(), self._schedule
+        if planned is None and self._due is not None and ends is not None:
+            self._seg = schedule.lead_window(ends - self._clock())
+        elif self._load is not None:
+            self._seg = schedule.first_tokens if planned is None else schedule.next_window(planned)
+
+    def _listener_end(self) -> float | None:
+        """When the listener will have played everything emitted so far; before the first chunk, when it
+        reaches this stream (``due``); None while no listener plays."""
+        ends = self.playback.end
+        return self._due() if ends is None and self._due is not None else ends
 
     def cut_due_in(self) -> float | None:
         """Seconds until a window should be cut at the codes that exist (0: now), or None while no cut
         can happen (cuts off, nothing played yet, or fewer than ``min_cut_tokens`` codes of its own)."""
-        cuts, ends = self._cuts, self.playback.end
+        cuts, ends = self._cuts, self._listener_end()
         if cuts is None or ends is None or self._finished:
             return None
         fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * self._last_own - 1e-9))
@@ -476,8 +519,9 @@ class Stitcher:
         return [chunk async for chunk in self.feed(codes)]
 
     def deadline(self) -> float | None:
-        """When the listener will have played every sample emitted so far (None before the first)."""
-        return self.playback.end
+        """When the listener will have played every sample emitted so far (before the first: when it
+        reaches this stream, None without ``due``)."""
+        return self._listener_end()
 
     async def flush(self) -> list[np.ndarray]:
         """Decode the remaining codes as the last window and return everything not yet emitted."""
@@ -486,7 +530,7 @@ class Stitcher:
         self._finished = True
         n = len(self._codes)
         if n > self._start:
-            varied = self.cut_windows or self._load is not None  # windows not the plan's for n codes
+            varied = self.cut_windows or self._load is not None or self._due is not None  # not the plan's
             lo = self._schedule.last_window_lo(self._start, n, self.decoded if varied else None)
             chunk = await self._window(lo, self._start, n, n, last=True)
         elif self._held is not None:  # n == s: only when future_tokens == 0, so R == 0
@@ -530,5 +574,7 @@ class Stitcher:
             self._held = audio[own_end - self._left : own_end + self._right].copy()
         chunk = np.concatenate(pieces)
         if chunk.size:
+            if self.playback.end is None and self._due is not None:  # a listener already playing
+                self.playback.reaches(self._due())
             self.playback.emit(chunk.size, self._clock())
         return chunk

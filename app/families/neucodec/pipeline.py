@@ -43,14 +43,16 @@ async def synthesize(
     generated: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     load: Callable[[], RoundCost | None] | None = None,
+    due: Callable[[], float | None] | None = None,
 ) -> AsyncGenerator[np.ndarray, None]:
     """Yield float32 mono 24 kHz chunks, shape (samples,), as the LM produces codes.
 
     Exactly 480 samples per generated code in total. Closing or cancelling the iterator aborts the
     generation upstream (the LM stream is closed even when the task is being cancelled). ``generated``
-    is called once the LM stream has ended normally, before the last windows are decoded. ``clock``
-    gives the moment the first audio is due (the stitcher's play-out deadlines count from it); ``load``
-    the codec's load now, which sizes the windows (``Stitcher``; None: the schedule as given). While
+    is called once the LM stream has ended normally, before the last windows are decoded. ``clock`` is
+    the stitcher's (play-out deadlines); ``load`` the codec's load now, which sizes the windows; ``due``
+    when a listener already playing reaches this generation (a later part: ``Stitcher``; None: the
+    first audio). While
     it waits for the LM, a window is cut at the codes that exist when the schedule's deadline cuts say
     the listener is about to run dry (``Stitcher.cut_due_in``).
     """
@@ -58,7 +60,7 @@ async def synthesize(
     started = time.perf_counter()
     stream = source.generate(params)
     observed = _ObservedDecode(decode, stats)
-    stitcher = Stitcher(observed, schedule, clock=clock, load=load)
+    stitcher = Stitcher(observed, schedule, clock=clock, load=load, due=due)
     deltas = aiter(stream)
     pending: asyncio.Task[list[int] | None] | None = None
     try:

@@ -11,7 +11,6 @@ each part is stored as a turn once all its audio was taken, the last one before 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -107,7 +106,7 @@ class NeuCodecUtterance:
         stats: UtteranceStats,
         index: int,
         generated: Callable[[], None],
-        clock: Callable[[], float],
+        due: Callable[[], float | None] | None,
     ) -> AsyncGenerator[np.ndarray, None]:
         """One generation of ``params`` traced as ``tts.stream``."""
         codec = self.family.codec
@@ -123,8 +122,8 @@ class NeuCodecUtterance:
                 self.schedule,
                 stats,
                 generated,
-                clock,
-                self.family.round_load,
+                load=self.family.round_load,
+                due=due,
             ),
             stats.span_attributes,
         )
@@ -132,7 +131,7 @@ class NeuCodecUtterance:
     async def stream(self, stats: UtteranceStats) -> AsyncGenerator[np.ndarray, None]:
         """PCM chunks of every part, in order; each part's turn is stored once its audio was taken."""
         if len(self.parts) == 1:
-            async for chunk in self._part(0, stats, lambda: None, time.monotonic):
+            async for chunk in self._part(0, stats, lambda: None, None):
                 yield chunk
             if self.turn is not None:
                 await self.family.conversations.land(self.turn, stats)
@@ -153,7 +152,7 @@ class NeuCodecUtterance:
             planned = self.parts[index]
             follow = self.family.conversations.follow
             self.turns[index] = await follow(previous, part.previous.stats, planned.text, planned.params)
-        async with contextlib.aclosing(self._part(index, part.stats, part.generated, part.clock)) as chunks:
+        async with contextlib.aclosing(self._part(index, part.stats, part.generated, part.due)) as chunks:
             async for chunk in chunks:  # closed with this stream, not whenever Python finalizes it
                 yield chunk
 
@@ -172,12 +171,12 @@ class NeuCodecUtterance:
         index: int,
         stats: UtteranceStats,
         generated: Callable[[], None],
-        clock: Callable[[], float],
+        due: Callable[[], float | None] | None,
     ) -> AsyncGenerator[np.ndarray, None]:
         """One part's PCM chunks; with an interleave turn the first chunk is held until ``hold_codes``
         codes exist or the LM finished, and a fallback regenerates without history before anything is
-        yielded. ``generated`` is called when the generation that is kept has all its tokens; ``clock`` says
-        when its audio is due."""
+        yielded. ``generated`` is called when the generation that is kept has all its tokens; ``due`` says
+        when a listener already playing reaches it (None: the first audio)."""
         turn = self.turns[index]
         params = turn.params if turn is not None else self.parts[index].params
 
@@ -185,7 +184,7 @@ class NeuCodecUtterance:
             if turn is None or not turn.falls_back(stats):
                 generated()
 
-        chunks = self._generate(params, stats, index, kept, clock)
+        chunks = self._generate(params, stats, index, kept, due)
         try:
             if turn is not None and turn.hold_codes:
                 head = await _head(chunks, stats, turn.hold_codes)
@@ -196,7 +195,7 @@ class NeuCodecUtterance:
                     turn = self.turns[index] = turn.cold()
                     params = turn.params
                     stats.reset()
-                    chunks = self._generate(params, stats, index, kept, clock)
+                    chunks = self._generate(params, stats, index, kept, due)
                     head = await anext(chunks, None)
                 if head is None:
                     return

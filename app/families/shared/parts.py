@@ -13,8 +13,10 @@ decoded and its audio is still being played: no gap opens at the join. At most o
 part that finishes generating before it is played starts its successor only once it is played. A part
 that never calls ``generated`` (it failed, or produced nothing) has its successor started when it ends.
 
-A part's ``clock`` says when its audio is due for a listener playing from the first audio in real time
-(the codec serves earlier deadlines first, so a part read ahead yields to streams that need audio now).
+A part's ``due`` says when a listener playing from the first audio in real time reaches it (None before
+any audio was played): its first decode is sized by that lead and due then (``app.audio.stitcher``,
+"Lead"), so a part read ahead does not start again from a small first window, and yields to streams
+that need audio now.
 
 Closing the stream (a client that left) cancels the part running ahead and starts no further part: no
 more LM requests. A part's error is raised where its audio would have been played. ``done(part, last)``
@@ -27,8 +29,9 @@ stream ends when the source says no part follows (its text ended). Everything el
 turn streamed in segments is joined exactly as a long input cut into the same parts.
 
 Stats: each part fills its own ``UtteranceStats``; the request's stats are their sum (codes, tokens in
-order, prompt tokens, decodes, waits), ``samples`` counts what was yielded, ``finish_reason`` is the last
-part's ("length" when any part was cut), ``generation_s`` the whole wall time.
+order, prompt tokens, decodes, waits, listener stalls), ``samples`` counts what was yielded,
+``finish_reason`` is the last part's ("length" when any part was cut), ``generation_s`` the whole wall
+time.
 """
 
 from __future__ import annotations
@@ -56,9 +59,9 @@ class Part:
     stats: UtteranceStats = field(default_factory=UtteranceStats)
     """Filled by the part's stream as it goes (``samples``: what it has yielded so far)."""
     is_generated: bool = False
-    clock: Callable[[], float] = time.monotonic
-    """When this part's audio is due (``time.monotonic()`` seconds; see ``_Player.due``), for the play-out
-    deadlines of its decodes: a part generated ahead is not needed now."""
+    due: Callable[[], float | None] = lambda: None
+    """When a listener who started at the first audio reaches this part (``time.monotonic()`` seconds; see
+    ``_Player.due``), None while nothing was played: a part generated ahead is not needed now."""
     _on_generated: Callable[[Part], None] | None = None
 
     def generated(self) -> None:
@@ -149,18 +152,18 @@ class _Player:
     def new_part(self) -> Part:
         previous = self.parts[-1] if self.parts else None
         part = Part(len(self.parts), previous, _on_generated=self.on_generated)
-        part.clock = lambda: self.due(part)
+        part.due = lambda: self.due(part)
         self.parts.append(part)
         return part
 
-    def due(self, part: Part) -> float:
-        """Now, or later when a listener who started playing at the first audio reaches ``part``'s (the
-        audio of the parts before it, as far as it has been produced)."""
-        now = time.monotonic()
-        if self.first_out is None:
-            return now
+    def due(self, part: Part) -> float | None:
+        """When a listener who started playing at the first audio reaches ``part`` (after the audio of the
+        parts before it, as far as it has been produced; in the past when it came late); None before the
+        first audio."""
+        if self.first_out is None or part.index == 0:
+            return None
         before = sum(p.stats.samples for p in self.parts[: part.index])
-        return max(now, self.first_out + before / SAMPLE_RATE)
+        return self.first_out + before / SAMPLE_RATE
 
     def on_generated(self, part: Part) -> None:
         if part.index == self.playing:
@@ -200,6 +203,7 @@ class _Player:
         s.decodes = sum(p.decodes for p in parts)
         s.lm_wait_s = sum(p.lm_wait_s for p in parts)
         s.decode_wait_s = sum(p.decode_wait_s for p in parts)
+        s.stall_s = sum(p.stall_s for p in parts)
         reasons = [p.finish_reason for p in parts]
         s.finish_reason = "length" if "length" in reasons and reasons[-1] == "stop" else reasons[-1]
         s.generation_s = time.perf_counter() - started

@@ -157,6 +157,40 @@ async def test_a_4000_character_input_is_spoken_whole_through_the_fake_vllm(fake
     assert stats.finish_reason == "stop"
 
 
+class RecordingCodec(KnownCodec):
+    """``KnownCodec`` that records each decode's length and play-out deadline."""
+
+    def __init__(self) -> None:
+        self.decodes: list[tuple[int, float | None]] = []
+
+    async def decode(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
+        self.decodes.append((len(codes), deadline))
+        return known_audio(codes)
+
+
+async def test_later_parts_start_with_windows_sized_by_the_listeners_lead(fake_vllm: FakeVLLM) -> None:
+    """Only the first part's first window is due now; a later part starts while the listener still plays
+    the parts before it, so its first window is sized by that lead and due when the listener gets there:
+    fewer decodes than the parts spoken each from a small first window, the same audio."""
+    settings = make_settings(LM_BACKEND="http", TTS_API=fake_vllm.url, DEVICE="cpu")
+    family = await family_on(settings)
+    codec = family.codec = RecordingCodec()
+    try:
+        audio, stats, count = await speak(family, job(long_text(4000), seed=7))
+    finally:
+        await family.close()
+    assert count > 1
+    assert [deadline for _, deadline in codec.decodes].count(None) == 1
+    assert codec.decodes[0][0] == 20 + 10  # the first part: 0.4 s of its own, 0.2 s of future context
+    schedule = family.schedule(0.4, 0.2)
+    codes = [random_codes(r.body["prompt"], r.body["max_tokens"]) for r in fake_vllm.requests]
+    alone = sum(len(schedule.windows(len(c))) for c in codes)
+    assert len(codec.decodes) < alone
+    width = width_samples(settings.LONG_INPUT_CROSSFADE_MS)
+    np.testing.assert_allclose(audio, splice([known_audio(c) for c in codes], width), atol=1e-6)
+    assert stats.samples == len(audio)
+
+
 async def test_a_long_input_through_the_in_process_lm_equals_its_parts_generated_alone(
     tiny_lm_dir: Path,
 ) -> None:

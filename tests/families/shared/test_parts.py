@@ -39,12 +39,12 @@ class FakeParts:
         self.silent = silent  # these parts never call generated()
         self.cut = cut  # these parts finish with "length"
         self.log: list[str] = []
-        self.due: dict[int, tuple[float, float]] = {}  # part -> (its clock, time.monotonic()) at its start
+        self.due: dict[int, tuple[float | None, float]] = {}  # part -> (its due, time.monotonic()) at start
 
     async def stream(self, part: Part) -> AsyncGenerator[np.ndarray, None]:
         k = part.index
         self.log.append(f"start {k}")
-        self.due[k] = (part.clock(), time.monotonic())
+        self.due[k] = (part.due(), time.monotonic())
         pcm = audio(k, self.sizes[k])
         chunks = [pcm[i : i + CHUNK] for i in range(0, len(pcm), CHUNK)]
         half = len(chunks) // 2
@@ -53,6 +53,7 @@ class FakeParts:
                 if i == half:
                     part.stats.codes, part.stats.tokens = 10 + k, [k] * (10 + k)
                     part.stats.prompt_tokens = 100 + k
+                    part.stats.stall_s = 0.25 * k  # its listener's stalls, as its stitcher counts them
                     part.stats.finish_reason = "length" if k in self.cut else "stop"
                     if k not in self.silent:
                         part.generated()
@@ -151,18 +152,19 @@ async def test_the_request_stats_are_the_sum_of_the_parts() -> None:
     assert stats.codes == 10 + 11 + 12
     assert stats.tokens == [0] * 10 + [1] * 11 + [2] * 12
     assert stats.prompt_tokens == 100 + 101 + 102
+    assert stats.stall_s == pytest.approx(0.25 + 0.5)  # the listener stood without audio in parts 1 and 2
     assert stats.finish_reason == "length"  # a part was cut, though the last one stopped
     assert stats.samples == 1800 - 2 * WIDTH and stats.generation_s > 0
 
 
 async def test_a_part_read_ahead_is_due_when_a_listener_reaches_it() -> None:
-    """Its clock (the start of its decodes' play-out deadlines) is the first audio's time plus the audio
-    before it, not now: the codec serves streams that need audio now first."""
+    """Its due time (the start of its decodes' play-out deadlines, and its lead) is the first audio's time
+    plus the audio before it, not now: the codec serves streams that need audio now first."""
     fake = FakeParts([48_000, 24_000, 24_000])  # 2 s, then 1 s parts
     started = time.monotonic()
     await collect(play_parts(3, fake.stream, UtteranceStats(), WIDTH, fake.done))
-    first_due, first_now = fake.due[0]
-    assert first_due == pytest.approx(first_now, abs=0.01)  # nothing played yet: due now
+    assert fake.due[0][0] is None  # nothing played yet: no listener to reach it
     due, now = fake.due[1]
+    assert due is not None
     assert due - now > 0.9  # started once part 0 had produced 1 s of its 2 s, which had just begun playing
     assert started < due <= started + 2.0 + 0.5
