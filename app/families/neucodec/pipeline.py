@@ -52,9 +52,8 @@ async def synthesize(
     is called once the LM stream has ended normally, before the last windows are decoded. ``clock`` is
     the stitcher's (play-out deadlines); ``load`` the codec's load now, which sizes the windows; ``due``
     when a listener already playing reaches this generation (a later part: ``Stitcher``; None: the
-    first audio). While
-    it waits for the LM, a window is cut at the codes that exist when the schedule's deadline cuts say
-    the listener is about to run dry (``Stitcher.cut_due_in``).
+    first audio). While it waits for the LM, a window is cut at the codes that exist when the schedule's
+    deadline cuts say the listener is about to run dry (``Stitcher.cut_due_in``).
     """
     stats = stats if stats is not None else UtteranceStats()
     started = time.perf_counter()
