@@ -8,8 +8,10 @@ admitted. The number of streams served is kept in ``Capacity.streams``, where th
 size their windows. Otherwise the request waits in a bounded FIFO queue (MAX_QUEUED_STREAMS): for a slot up to
 QUEUE_WAIT_S, for room at the measured rates up to VIABILITY_WAIT_S; a full queue or a wait that runs
 out is answered 429 with ``Retry-After`` and the OpenAI error body. Waiters are re-checked whenever a
-stream ends. The slot is held until the response's last byte is sent, and released on success, error,
-cancellation or client disconnect alike (the middleware's ``finally``).
+stream ends and, since the measured rates change without any stream ending, every ``RECHECK_S``; a wait
+that runs out while a slot is free was a wait for room at the measured rates, and its 429 says so. The
+slot is held until the response's last byte is sent, and released on success, error, cancellation or
+client disconnect alike (the middleware's ``finally``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.core.errors import RateLimited
 from app.core.routes import ADMITTED_PATHS
 from app.observability.metrics import Metrics
+
+RECHECK_S = 0.25
+"""How often the waiters are re-checked while no stream ends (the measured rates move on their own)."""
 
 
 @dataclass(frozen=True)
@@ -103,19 +108,26 @@ class Admission:
         self._waiters.append(waiter)
         self._gauges()
         try:
-            async with asyncio.timeout(wait_s):
-                await waiter  # _wake() takes the slot for us before setting the result
+            try:
+                async with asyncio.timeout(wait_s):
+                    while not waiter.done():  # _wake() takes the slot for us before setting the result
+                        await asyncio.wait({waiter}, timeout=RECHECK_S)
+                        self._wake()
+            except TimeoutError:
+                self._wake()  # room may have come since the last check
+                if not waiter.done():
+                    waiter.cancel()
+                    if self.viability is not None and self._slot_free():  # it waited for room, not a slot
+                        self._count("refused")
+                        raise self._refused() from None
+                    raise self._rejected(f"no slot within {wait_s:g} s", wait_s) from None
+            await waiter
             self._count("waited")
-        except BaseException as exc:
+        except BaseException:
             if waiter.done() and not waiter.cancelled():
-                self.release()  # the slot arrived as the wait ended: pass it on
+                self.release()  # the slot arrived as the wait ended (cancelled): pass it on
             elif not waiter.done():
                 waiter.cancel()
-            if isinstance(exc, TimeoutError):
-                if self._slot_free() and not self._viable():
-                    self._count("refused")
-                    raise self._refused() from None
-                raise self._rejected(f"no slot within {wait_s:g} s", wait_s) from None
             raise
         finally:
             if waiter in self._waiters:

@@ -324,7 +324,9 @@ class Context:
         audio_s = self.stats.samples / SAMPLE_RATE
         if audio_s:
             metrics.audio.labels("realtime").inc(audio_s)
-        metrics.observe_generation(self.stats.codes, audio_s, self.stats.generation_s)
+        # the LM's own time: a turn's generation waits for its text too, which is not the LM's pace
+        lm_s = max(0.0, self.stats.generation_s - self.stats.parked_s)
+        metrics.observe_generation(self.stats.codes, audio_s, lm_s)
         log.info(
             "WS context %s %s",
             self.id,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.api.admission import Admission, Viability
+from app.api.admission import RECHECK_S, Admission, Viability
 from app.core.errors import RateLimited
 from app.families.neucodec.family import NeuCodecFamily
 from app.interleave.service import Interleave
@@ -149,6 +149,37 @@ async def test_a_waiting_stream_is_admitted_when_one_ends() -> None:
     assert admission.active == 2
     got = samples(metrics.exposition().decode())
     assert got[("tts_viability_streams_total", (("outcome", "waited"),))] == 1
+
+
+async def test_a_waiter_is_admitted_when_the_measured_rates_make_room_without_a_stream_ending() -> None:
+    """The codec's measured cost and the LM's pace move on their own (a warm codec, a fitted line): the
+    waiters are re-checked every RECHECK_S, not only when a stream ends."""
+    metrics, room = Metrics(), [2]
+    metrics.capacity.rules.append(lambda streams: streams <= room[0])
+    admission = Admission(10, 4, 5.0, metrics, Viability(lm_floor=0.8, wait_s=5.0))
+    await admission.acquire()
+    await admission.acquire()
+    waiter = asyncio.create_task(admission.acquire())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    room[0] = 3  # the measured cost fell: one more stream fits, and no stream ended
+    await asyncio.wait_for(waiter, RECHECK_S + 0.5)
+    assert admission.active == 3
+
+
+async def test_a_wait_for_room_ends_admitted_if_room_came_before_the_next_check() -> None:
+    """A wait shorter than RECHECK_S: room that came during it is seen when it runs out, not refused."""
+    metrics, room = Metrics(), [1]
+    metrics.capacity.rules.append(lambda streams: streams <= room[0])
+    admission = Admission(10, 4, 5.0, metrics, Viability(lm_floor=0.8, wait_s=RECHECK_S / 2))
+    await admission.acquire()
+    with pytest.raises(RateLimited, match="cannot keep one more stream ahead of real time"):
+        await admission.acquire()  # a slot was free all along: the 429 names the wait for room
+    waiter = asyncio.create_task(admission.acquire())
+    await asyncio.sleep(0.01)
+    room[0] = 2
+    await asyncio.wait_for(waiter, 1.0)
+    assert admission.active == 2
 
 
 async def test_a_lone_stream_is_always_admitted() -> None:

@@ -31,7 +31,8 @@ turn streamed in segments is joined exactly as a long input cut into the same pa
 Stats: each part fills its own ``UtteranceStats``; the request's stats are their sum (codes, tokens in
 order, prompt tokens, decodes, waits, listener stalls), ``samples`` counts what was yielded,
 ``finish_reason`` is the last part's ("length" when any part was cut), ``generation_s`` the whole wall
-time.
+time, and ``parked_s`` the time it waited for a growing source's next part to exist (the text, not the
+LM: what the LM's measured pace leaves out).
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ class _Player:
         self.ahead: _Ahead | None = None
         self.closed = False
         self.first_out: float | None = None  # time.monotonic() when the first audio was yielded
+        self.waited_s = 0.0  # time spent waiting for a growing source's next part to exist
 
     def new_part(self) -> Part:
         previous = self.parts[-1] if self.parts else None
@@ -181,7 +183,11 @@ class _Player:
         """True when part ``index`` is one of the stream's (waiting for a growing source to say)."""
         if isinstance(self.count, int):
             return index < self.count
-        return await self.count.wait(index)
+        started = time.perf_counter()
+        try:
+            return await self.count.wait(index)
+        finally:
+            self.waited_s += time.perf_counter() - started
 
     def start_next(self) -> None:
         """Start the part after the one playing, unless it has started or the stream is closed."""
@@ -204,6 +210,7 @@ class _Player:
         s.lm_wait_s = sum(p.lm_wait_s for p in parts)
         s.decode_wait_s = sum(p.decode_wait_s for p in parts)
         s.stall_s = sum(p.stall_s for p in parts)
+        s.parked_s = self.waited_s + sum(p.parked_s for p in parts)
         reasons = [p.finish_reason for p in parts]
         s.finish_reason = "length" if "length" in reasons and reasons[-1] == "stop" else reasons[-1]
         s.generation_s = time.perf_counter() - started

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 import numpy as np
 import pytest
@@ -168,3 +168,40 @@ async def test_a_part_read_ahead_is_due_when_a_listener_reaches_it() -> None:
     assert due is not None
     assert due - now > 0.9  # started once part 0 had produced 1 s of its 2 s, which had just begun playing
     assert started < due <= started + 2.0 + 0.5
+
+
+class Arriving:
+    """A growing source: part k exists ``gaps[k]`` seconds after part k - 1 (a streamed turn's text),
+    then the input ends."""
+
+    def __init__(self, gaps: list[float]) -> None:
+        self.gaps = gaps
+        self.count = 0
+        self.listeners: list[Callable[[], None]] = []
+        self.task = asyncio.create_task(self.arrive())
+
+    async def arrive(self) -> None:
+        for gap in self.gaps:
+            await asyncio.sleep(gap)
+            self.count += 1
+            for added in self.listeners:
+                added()
+
+    def known(self) -> int:
+        return self.count
+
+    async def wait(self, index: int) -> bool:
+        while index >= self.count and not self.task.done():
+            await asyncio.sleep(0.005)
+        return index < self.count
+
+    def listen(self, added: Callable[[], None]) -> None:
+        self.listeners.append(added)
+
+
+async def test_the_time_spent_waiting_for_a_growing_sources_parts_is_parked() -> None:
+    """It is the text's time, not the LM's: the LM's measured pace leaves it out."""
+    fake, stats = FakeParts([600, 600]), UtteranceStats()
+    await collect(play_parts(Arriving([0.1, 0.3]), fake.stream, stats, WIDTH, fake.done))
+    assert fake.log.count("done 1 last") == 1
+    assert 0.35 <= stats.parked_s <= stats.generation_s  # 0.1 for the first part, then about 0.3
