@@ -125,7 +125,7 @@ class Admission:
             self._count("waited")
         except BaseException:
             if waiter.done() and not waiter.cancelled():
-                self.release()  # the slot arrived as the wait ended (cancelled): pass it on
+                self.release()  # the slot came just as the request was cancelled: pass it on
             elif not waiter.done():
                 waiter.cancel()
             raise

@@ -574,7 +574,6 @@ class Stitcher:
             self._held = audio[own_end - self._left : own_end + self._right].copy()
         chunk = np.concatenate(pieces)
         if chunk.size:
-            if self.playback.end is None and self._due is not None:  # a listener already playing
-                self.playback.reaches(self._due())
+            self.playback.reaches(self._listener_end())  # before the first chunk: a listener already playing
             self.playback.emit(chunk.size, self._clock())
         return chunk
