@@ -22,6 +22,29 @@ from app.families.shared.trace import traced_decode
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]  # codes, play-out deadline
 
 
+class _FirstAudioHold:
+    """The first audio held back until the LM has sent ``codes`` codes or ended (0: nothing held): an
+    interleave turn's fallback is decided on them before any of its audio is heard. Only the audio is
+    held, not the decodes: it goes out the moment the LM gets there, not when the next window is decoded."""
+
+    def __init__(self, codes: int, stats: UtteranceStats) -> None:
+        self.codes = codes
+        self.stats = stats
+        self.held: list[np.ndarray] = []
+
+    def take(self, chunk: np.ndarray | None = None) -> list[np.ndarray]:
+        """What may go out now, ``chunk`` included: nothing while held, else everything held as one chunk."""
+        if chunk is not None:
+            self.held.append(chunk)
+        stats = self.stats
+        if not self.held or (stats.codes < self.codes and stats.finish_reason is None):
+            return []
+        out = self.held[0] if len(self.held) == 1 else np.concatenate(self.held)
+        self.held, self.codes = [], 0
+        stats.samples += out.size
+        return [out]
+
+
 class _ObservedDecode:
     """``decode`` timed into the stats and traced (``traced_decode``)."""
 
@@ -44,6 +67,7 @@ async def synthesize(
     clock: Callable[[], float] = time.monotonic,
     load: Callable[[], RoundCost | None] | None = None,
     due: Callable[[], float | None] | None = None,
+    hold_codes: int = 0,
 ) -> AsyncGenerator[np.ndarray, None]:
     """Yield float32 mono 24 kHz chunks, shape (samples,), as the LM produces codes.
 
@@ -53,13 +77,15 @@ async def synthesize(
     the stitcher's (play-out deadlines); ``load`` the codec's load now, which sizes the windows; ``due``
     when a listener already playing reaches this generation (a later part: ``Stitcher``; None: the
     first audio). While it waits for the LM, a window is cut at the codes that exist when the schedule's
-    deadline cuts say the listener is about to run dry (``Stitcher.cut_due_in``).
+    deadline cuts say the listener is about to run dry (``Stitcher.cut_due_in``). ``hold_codes``: the first
+    audio goes out only once the LM has sent that many codes or ended (``_FirstAudioHold``).
     """
     stats = stats if stats is not None else UtteranceStats()
     started = time.perf_counter()
     stream = source.generate(params)
     observed = _ObservedDecode(decode, stats)
     stitcher = Stitcher(observed, schedule, clock=clock, load=load, due=due)
+    hold = _FirstAudioHold(hold_codes, stats)
     deltas = aiter(stream)
     pending: asyncio.Task[list[int] | None] | None = None
     try:
@@ -70,26 +96,30 @@ async def synthesize(
             await asyncio.wait({pending}, timeout=stitcher.cut_due_in())
             stats.lm_wait_s += time.perf_counter() - waited
             if not pending.done():  # the listener is about to run dry: decode what exists
-                for chunk in await stitcher.cut():
-                    stats.samples += chunk.size
-                    yield chunk
+                for cut in await stitcher.cut():
+                    for chunk in hold.take(cut):
+                        yield chunk
                 continue
             codes, pending = pending.result(), None
             if codes is None:
                 break
             stats.codes += len(codes)
             stats.tokens += codes
-            async with contextlib.aclosing(stitcher.feed(codes)) as chunks:  # each as soon as decoded
-                async for chunk in chunks:
-                    stats.samples += chunk.size
-                    yield chunk
+            async with contextlib.aclosing(stitcher.feed(codes)) as decoded:  # each as soon as decoded
+                async for window in decoded:
+                    for chunk in hold.take(window):
+                        yield chunk
+            for chunk in hold.take():  # the LM got past the hold
+                yield chunk
         stats.finish_reason = stream.finish_reason
         if generated is not None:
             generated()
-        observed.last = True
-        for chunk in await stitcher.flush():
-            stats.samples += chunk.size
+        for chunk in hold.take():
             yield chunk
+        observed.last = True
+        for window in await stitcher.flush():
+            for chunk in hold.take(window):
+                yield chunk
     finally:
         with anyio.CancelScope(shield=True):
             if pending is not None and not pending.done():

@@ -107,8 +107,10 @@ class NeuCodecUtterance:
         index: int,
         generated: Callable[[], None],
         due: Callable[[], float | None] | None,
+        hold_codes: int,
     ) -> AsyncGenerator[np.ndarray, None]:
-        """One generation of ``params`` traced as ``tts.stream``."""
+        """One generation of ``params`` traced as ``tts.stream``; its first audio held until ``hold_codes``
+        codes exist or the LM ended."""
         codec = self.family.codec
         if codec is None:
             raise Unavailable("The codec is not loaded yet.")
@@ -124,6 +126,7 @@ class NeuCodecUtterance:
                 generated,
                 load=self.family.round_load,
                 due=due,
+                hold_codes=hold_codes,
             ),
             stats.span_attributes,
         )
@@ -173,10 +176,10 @@ class NeuCodecUtterance:
         generated: Callable[[], None],
         due: Callable[[], float | None] | None,
     ) -> AsyncGenerator[np.ndarray, None]:
-        """One part's PCM chunks; with an interleave turn the first chunk is held until ``hold_codes``
-        codes exist or the LM finished, and a fallback regenerates without history before anything is
-        yielded. ``generated`` is called when the generation that is kept has all its tokens; ``due`` says
-        when a listener already playing reaches it (None: the first audio)."""
+        """One part's PCM chunks; with an interleave turn the first audio is held until ``hold_codes``
+        codes exist or the LM finished (``synthesize``), and a fallback regenerates without history before
+        anything is yielded. ``generated`` is called when the generation that is kept has all its tokens;
+        ``due`` says when a listener already playing reaches it (None: the first audio)."""
         turn = self.turns[index]
         params = turn.params if turn is not None else self.parts[index].params
 
@@ -184,10 +187,11 @@ class NeuCodecUtterance:
             if turn is None or not turn.falls_back(stats):
                 generated()
 
-        chunks = self._generate(params, stats, index, kept, due)
+        hold = turn.hold_codes if turn is not None else 0
+        chunks = self._generate(params, stats, index, kept, due, hold)
         try:
-            if turn is not None and turn.hold_codes:
-                head = await _head(chunks, stats, turn.hold_codes)
+            if turn is not None and hold:
+                head = await anext(chunks, None)
                 if turn.falls_back(stats):
                     with anyio.CancelScope(shield=True):
                         await chunks.aclose()
@@ -195,7 +199,7 @@ class NeuCodecUtterance:
                     turn = self.turns[index] = turn.cold()
                     params = turn.params
                     stats.reset()
-                    chunks = self._generate(params, stats, index, kept, due)
+                    chunks = self._generate(params, stats, index, kept, due, 0)
                     head = await anext(chunks, None)
                 if head is None:
                     return
@@ -207,18 +211,3 @@ class NeuCodecUtterance:
                 await chunks.aclose()
             if stats.prompt_tokens is None:
                 stats.prompt_tokens = estimate_tokens(params.prompt)
-
-
-async def _head(
-    chunks: AsyncGenerator[np.ndarray, None], stats: UtteranceStats, hold_codes: int
-) -> np.ndarray | None:
-    """The first chunk, joined with the next ones until ``hold_codes`` codes were generated or the LM
-    finished; None when there is no audio at all."""
-    parts: list[np.ndarray] = []
-    while (chunk := await anext(chunks, None)) is not None:
-        parts.append(chunk)
-        if stats.finish_reason is not None or stats.codes >= hold_codes:
-            break
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)

@@ -1,0 +1,148 @@
+"""synthesize's first-audio hold (an interleave turn's fallback check): the first audio goes out the
+moment the LM has sent ``hold_codes`` codes or ended, not when the window after it is decoded, and the
+audio is the same as without a hold."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import numpy as np
+
+from app.audio.stitcher import StitchSchedule
+from app.core.stats import UtteranceStats
+from app.core.types import FinishReason
+from app.families.neucodec.lm.types import GenerationParams
+from app.families.neucodec.pipeline import synthesize
+
+SPT = 480
+PARAMS = GenerationParams(prompt="p", model="m", max_tokens=1000, temperature=0.0, repetition_penalty=1.0)
+SCHEDULE = StitchSchedule(10, 6.0, 500, 2, 3, 0)  # the first window decodes at 12 codes, the second at 82
+
+
+class FedStream:
+    """Codes as the test feeds them (``feed``), the end with ``end``."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[list[int] | None] = asyncio.Queue()
+        self.finish_reason: FinishReason | None = None
+        self.prompt_tokens: int | None = None
+        self.sent = 0
+
+    def feed(self, count: int) -> None:
+        self.queue.put_nowait(list(range(self.sent + 1, self.sent + count + 1)))
+        self.sent += count
+
+    def end(self) -> None:
+        self.queue.put_nowait(None)
+
+    async def _deltas(self) -> AsyncIterator[list[int]]:
+        while (codes := await self.queue.get()) is not None:
+            yield codes
+        self.finish_reason = "stop"
+
+    def __aiter__(self) -> AsyncIterator[list[int]]:
+        return self._deltas()
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Source:
+    name = "fed"
+
+    def __init__(self, stream: FedStream) -> None:
+        self.stream = stream
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ready(self) -> bool:
+        return True
+
+    def generate(self, params: GenerationParams) -> FedStream:
+        return self.stream
+
+
+class Codec:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    async def decode(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
+        self.calls.append(len(codes))
+        return np.repeat(np.asarray(codes, dtype=np.float32) / 1000, SPT)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+async def settle() -> None:
+    await asyncio.sleep(0.05)
+
+
+class Run:
+    """synthesize over a fed stream, its chunks collected by a task as they come."""
+
+    def __init__(self, hold_codes: int) -> None:
+        self.stream, self.codec, self.stats = FedStream(), Codec(), UtteranceStats()
+        self.chunks: list[np.ndarray] = []
+        self.task = asyncio.ensure_future(self._collect(hold_codes))
+
+    async def _collect(self, hold_codes: int) -> None:
+        source = Source(self.stream)
+        chunks = synthesize(source, self.codec.decode, PARAMS, SCHEDULE, self.stats, hold_codes=hold_codes)
+        async for chunk in chunks:
+            self.chunks.append(chunk)
+
+    @property
+    def samples(self) -> int:
+        return sum(chunk.size for chunk in self.chunks)
+
+
+def expected(codes: int) -> np.ndarray:
+    return np.repeat(np.arange(1, codes + 1, dtype=np.float32) / 1000, SPT)
+
+
+async def test_the_first_audio_goes_out_when_the_lm_reaches_the_hold_not_at_the_next_window() -> None:
+    run = Run(hold_codes=25)
+    run.stream.feed(12)
+    await until(lambda: run.codec.calls == [12])
+    await settle()
+    assert run.chunks == [], "held until 25 codes exist"
+    run.stream.feed(12)
+    await settle()
+    assert run.chunks == []
+    run.stream.feed(1)  # the 25th code: out, long before the second window (82 codes) is decodable
+    await until(lambda: bool(run.chunks))
+    assert run.codec.calls == [12] and run.samples == 10 * SPT
+    run.stream.feed(75)
+    run.stream.end()
+    await run.task
+    np.testing.assert_array_equal(np.concatenate(run.chunks), expected(100))
+    assert run.stats.samples == 100 * SPT
+
+
+async def test_an_lm_that_ends_before_the_hold_releases_everything_at_its_end() -> None:
+    run = Run(hold_codes=50)
+    run.stream.feed(20)
+    await until(lambda: run.codec.calls == [12])
+    await settle()
+    assert run.chunks == []
+    run.stream.end()
+    await run.task
+    assert run.stats.finish_reason == "stop"
+    np.testing.assert_array_equal(np.concatenate(run.chunks), expected(20))
+
+
+async def test_without_a_hold_the_first_window_goes_out_as_soon_as_it_is_decoded() -> None:
+    run = Run(hold_codes=0)
+    run.stream.feed(12)
+    await until(lambda: bool(run.chunks))
+    assert run.samples == 10 * SPT
+    run.stream.end()
+    await run.task
+    np.testing.assert_array_equal(np.concatenate(run.chunks), expected(12))
