@@ -45,7 +45,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
-from app.audio.stitcher import Playback
+from app.audio.playback import Playback
 from bench.bench import percentile, speech_url
 from bench.saving import save_report
 from bench.server_speed_bench import (

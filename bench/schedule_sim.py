@@ -49,7 +49,7 @@ import looptime
 import numpy as np
 
 from app.api.admission import Admission, Viability
-from app.audio.stitcher import Playback
+from app.audio.playback import Playback
 from app.config import Settings
 from app.core.constants import SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 from app.core.errors import RateLimited

@@ -101,6 +101,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.audio.playback import Playback
 from app.audio.round_cost import RoundCost
 from app.core.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 
@@ -124,31 +125,6 @@ class DeadlineCuts:
         ok = self.min_margin_s >= 0 and self.margin_factor >= 0 and self.cut_growth >= 0
         if not (ok and self.min_cut_tokens >= 1):
             raise ValueError(f"bad deadline cuts: {self!r}")
-
-
-class Playback:
-    """A listener that starts at the first chunk and plays in real time: when its buffer runs dry
-    (``end``) and how long it stood empty before the end (``stall_s``)."""
-
-    def __init__(self, sample_rate: int) -> None:
-        self.sample_rate = sample_rate
-        self.end: float | None = None  # clock() when everything emitted so far has been played
-        self.stall_s = 0.0
-
-    def reaches(self, at: float | None) -> None:
-        """A listener already playing reaches this stream at ``at`` (None: not known): audio that comes
-        later finds it stalled since then. Only before the first chunk."""
-        if self.end is None:
-            self.end = at
-
-    def emit(self, samples: int, now: float) -> None:
-        """``samples`` more audio reached the listener at ``now``."""
-        if self.end is None:
-            self.end = now
-        elif now > self.end:
-            self.stall_s += now - self.end
-            self.end = now
-        self.end += samples / self.sample_rate
 
 
 @dataclass(frozen=True)

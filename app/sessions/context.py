@@ -324,6 +324,7 @@ class Context:
         audio_s = self.stats.samples / SAMPLE_RATE
         if audio_s:
             metrics.audio.labels("realtime").inc(audio_s)
+            metrics.observe_stall(self.stats.stall_s)
         # the LM's own time: a turn's generation waits for its text too, which is not the LM's pace
         lm_s = max(0.0, self.stats.generation_s - self.stats.parked_s)
         metrics.observe_generation(self.stats.codes, audio_s, lm_s)
@@ -341,6 +342,7 @@ class Context:
                 "first_audio_s": None if first is None else round(first, 6),
                 "end_s": None if end is None else round(end, 6),
                 "parked_s": round(self.stats.parked_s, 3),
+                "stall_s": round(self.stats.stall_s, 3),
             },
         )
 

@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from app.audio.stitcher import DeadlineCuts, Playback, Stitcher, StitchSchedule
+from app.audio.playback import Playback
+from app.audio.stitcher import DeadlineCuts, Stitcher, StitchSchedule
 from tests.audio.test_stitcher import SPT, FakeDecoder, joined, random_codes, random_sizes, stitch
 
 RATE = SPT * 50  # samples per second: one code is 20 ms

@@ -310,3 +310,23 @@ async def test_the_turns_of_a_connection_are_one_conversation(
             break
         await asyncio.sleep(0.02)
     assert not interleave.store._entries  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("options", [{"voice": "husein"}, moss_options(GREEDY)], ids=["neucodec", "moss"])
+async def test_a_turns_stall_is_observed_without_the_wait_for_its_text(
+    served: Served, options: dict[str, Any]
+) -> None:
+    """The agent's LLM pauses for 3 s after its first sentence: the listener runs dry, but for the text,
+    which the server could not speak before it came (a NeuCodec turn's next segment is not due before
+    its text; a MOSS row parked for its text is not stalled by the server)."""
+    first = "The first sentence is spoken here. "
+
+    async def pause() -> None:
+        await asyncio.sleep(3.0)
+
+    before = await served.metric("tts_stream_stall_seconds_count")
+    async with await connect(served) as ws:
+        turn = await speak(Client(ws), "p", first + "Then more.", len(first), options, pause)
+    assert turn.of("context.done"), turn.events
+    assert await served.metric("tts_stream_stall_seconds_count") == before + 1
+    assert await served.metric("tts_stream_stall_seconds_sum") < 0.6  # the pause counted: over 1.5 s

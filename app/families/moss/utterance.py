@@ -154,7 +154,8 @@ class MossUtterance:
         previous = part.previous
         if previous is not None and previous.stats.finish_reason == "stop" and self.made[previous.index]:
             self.jobs[part.index] = await asyncio.to_thread(self._follow, part.index)
-        async with contextlib.aclosing(self._part(part.index, part.stats, part.generated)) as chunks:
+        chunks = self._part(part.index, part.stats, part.generated, part.due)
+        async with contextlib.aclosing(chunks):
             async for chunk in chunks:
                 yield chunk
 
@@ -190,10 +191,15 @@ class MossUtterance:
             interleave.append(self.request.interleave_id, record, keep)
 
     async def _part(
-        self, index: int, stats: UtteranceStats, generated: Callable[[], None]
+        self,
+        index: int,
+        stats: UtteranceStats,
+        generated: Callable[[], None],
+        due: Callable[[], float | None] | None = None,
     ) -> AsyncGenerator[np.ndarray, None]:
         """One part's PCM chunks as the engine makes frames; ``generated`` is called once its frames are all
-        made. Closing it closes the engine's row and the part's codec stream."""
+        made; ``due``: when a listener already playing reaches it (None: the first audio). Closing it closes
+        the engine's row and the part's codec stream."""
         lm, codec = self.family.parts()
         job = self.jobs[index]
         stats.prompt_tokens = int(job.prefill.shape[0])
@@ -203,11 +209,13 @@ class MossUtterance:
         chunks: AsyncGenerator[np.ndarray, None] | None = None
         extra: Attributes = {"tts.part": index} if len(self.parts) > 1 else {}
         made = self.made[index]
+        feed = job.feed
+        parked = None if feed is None else lambda: feed.parked_s
         try:
             frames = lm.engine.stream(job, admitted=index > 0)  # a later part waits: the response is on
             chunks = traced_stream(
                 start_span("tts.stream", self._attributes(job, extra)),
-                speak(frames, decoder, self.schedule, job.max_frames, stats, made, generated),
+                speak(frames, decoder, self.schedule, job.max_frames, stats, made, generated, due, parked),
                 stats.span_attributes,
             )
             async for chunk in chunks:

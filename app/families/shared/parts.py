@@ -16,7 +16,8 @@ that never calls ``generated`` (it failed, or produced nothing) has its successo
 A part's ``due`` says when a listener playing from the first audio in real time reaches it (None before
 any audio was played): its first decode is sized by that lead and due then (``app.audio.stitcher``,
 "Lead"), so a part read ahead does not start again from a small first window, and yields to streams
-that need audio now.
+that need audio now. A growing source's part is never due before it came to exist: a listener who ran
+dry waiting for the text (the client's) does not count that wait as this stream's stall.
 
 Closing the stream (a client that left) cancels the part running ahead and starts no further part: no
 more LM requests. A part's error is raised where its audio would have been played. ``done(part, last)``
@@ -149,6 +150,7 @@ class _Player:
         self.ahead: _Ahead | None = None
         self.closed = False
         self.first_out: float | None = None  # time.monotonic() when the first audio was yielded
+        self.known_at = [time.monotonic()] * self.known()  # when each part came to exist (growing)
         self.waited_s = 0.0  # time spent waiting for a growing source's next part to exist
 
     def new_part(self) -> Part:
@@ -160,12 +162,14 @@ class _Player:
 
     def due(self, part: Part) -> float | None:
         """When a listener who started playing at the first audio reaches ``part`` (after the audio of the
-        parts before it, as far as it has been produced; in the past when it came late); None before the
-        first audio."""
+        parts before it, as far as it has been produced; in the past when it came late), and not before
+        the part came to exist; None before the first audio."""
         if self.first_out is None or part.index == 0:
             return None
         before = sum(p.stats.samples for p in self.parts[: part.index])
-        return self.first_out + before / SAMPLE_RATE
+        reached = self.first_out + before / SAMPLE_RATE
+        known = self.known_at[part.index] if part.index < len(self.known_at) else reached
+        return max(reached, known)
 
     def on_generated(self, part: Part) -> None:
         if part.index == self.playing:
@@ -173,6 +177,8 @@ class _Player:
 
     def added(self) -> None:
         """A growing source has one more part: start it if the one playing is generated."""
+        now = time.monotonic()
+        self.known_at += [now] * (self.known() - len(self.known_at))
         if self.parts and self.parts[self.playing].is_generated and len(self.parts) == self.playing + 1:
             self.start_next()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -112,3 +114,37 @@ async def test_audio_does_not_depend_on_chunking(tiny_moss_codec_dir: Path) -> N
     for audio in outputs:
         assert audio.shape == (23 * FRAME,)
         np.testing.assert_allclose(audio, whole, atol=1e-4, rtol=1e-4)
+
+
+async def paced(frames: np.ndarray, pause_s: float, parked: list[float]) -> AsyncIterator[np.ndarray]:
+    """The first frame, a pause (recorded in ``parked`` as a wait for text), then the rest."""
+    yield frames[:1]
+    await asyncio.sleep(pause_s)
+    parked.append(pause_s)
+    yield frames[1:]
+
+
+@pytest.mark.parametrize("parked_counts", [False, True])
+async def test_a_listener_who_runs_dry_is_a_stall_unless_the_turn_waited_for_its_text(
+    parked_counts: bool,
+) -> None:
+    stats, parked = UtteranceStats(), []
+    waited = (lambda: sum(parked)) if parked_counts else None
+    chunks = speak(
+        paced(frames_of(2), 0.3, parked), Recorder(), ChunkSchedule(1, 1), 10, stats, [], parked=waited
+    )
+    assert len([c async for c in chunks]) == 2
+    # 80 ms of audio, then 0.3 s without: about 0.22 s dry, unless that time was the text's
+    assert stats.stall_s == (0.0 if parked_counts else pytest.approx(0.22, abs=0.05))
+
+
+@pytest.mark.parametrize(("lead_s", "stall_s"), [(0.5, 0.0), (-0.2, 0.2)])
+async def test_a_later_parts_listener_counts_from_when_it_reaches_the_part(
+    lead_s: float, stall_s: float
+) -> None:
+    stats, reached = UtteranceStats(), time.monotonic() + lead_s
+    chunks = speak(
+        blocks(frames_of(3), 3), Recorder(), ChunkSchedule(3, 3), 10, stats, [], due=lambda: reached
+    )
+    assert len([c async for c in chunks]) == 1
+    assert stats.stall_s == pytest.approx(stall_s, abs=0.05)

@@ -205,3 +205,14 @@ async def test_the_time_spent_waiting_for_a_growing_sources_parts_is_parked() ->
     await collect(play_parts(Arriving([0.1, 0.3]), fake.stream, stats, WIDTH, fake.done))
     assert fake.log.count("done 1 last") == 1
     assert 0.35 <= stats.parked_s <= stats.generation_s  # 0.1 for the first part, then about 0.3
+
+
+async def test_a_growing_sources_part_is_not_due_before_it_exists() -> None:
+    """A listener who ran dry waiting for the text (the client's) was not kept waiting by this stream: the
+    late part is due when it came to exist, so its decodes are not late from the start, and the wait is
+    parked time, not a stall."""
+    fake = FakeParts([600, 600])  # 25 ms each: part 0 has long been played when part 1 exists
+    await collect(play_parts(Arriving([0.0, 0.4]), fake.stream, UtteranceStats(), WIDTH, fake.done))
+    due, started = fake.due[1]
+    assert due is not None
+    assert started - 0.05 <= due <= started  # when its text came, just before it started
