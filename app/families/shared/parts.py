@@ -14,10 +14,12 @@ part that finishes generating before it is played starts its successor only once
 that never calls ``generated`` (it failed, or produced nothing) has its successor started when it ends.
 
 A part's ``due`` says when a listener playing from the first audio in real time reaches it (None before
-any audio was played): its first decode is sized by that lead and due then (``app.audio.stitcher``,
-"Lead"), so a part read ahead does not start again from a small first window, and yields to streams
-that need audio now. A growing source's part is never due before it came to exist: a listener who ran
-dry waiting for the text (the client's) does not count that wait as this stream's stall.
+any audio was played; the listener plays what was yielded, its stalls included, then what the parts
+before produced and is still to be yielded, less the crossfades): its first decode is sized by that
+lead and due then (``app.audio.stitcher``, "Lead"), so a part read ahead does not start again from a
+small first window, and yields to streams that need audio now. A growing source's part is never due
+before it came to exist: a listener who ran dry waiting for the text (the client's) does not count that
+wait as this stream's stall.
 
 Closing the stream (a client that left) cancels the part running ahead and starts no further part: no
 more LM requests. A part's error is raised where its audio would have been played. ``done(part, last)``
@@ -47,6 +49,7 @@ from typing import Protocol
 import anyio
 import numpy as np
 
+from app.audio.playback import Playback
 from app.audio.splice import Splice
 from app.core.constants import SAMPLE_RATE
 from app.core.stats import UtteranceStats
@@ -149,7 +152,7 @@ class _Player:
         self.playing = 0
         self.ahead: _Ahead | None = None
         self.closed = False
-        self.first_out: float | None = None  # time.monotonic() when the first audio was yielded
+        self.listener = Playback(SAMPLE_RATE)  # plays what was yielded, from the first audio
         self.known_at = [time.monotonic()] * self.known()  # when each part came to exist (growing)
         self.waited_s = 0.0  # time spent waiting for a growing source's next part to exist
 
@@ -161,13 +164,15 @@ class _Player:
         return part
 
     def due(self, part: Part) -> float | None:
-        """When a listener who started playing at the first audio reaches ``part`` (after the audio of the
-        parts before it, as far as it has been produced; in the past when it came late), and not before
-        the part came to exist; None before the first audio."""
-        if self.first_out is None or part.index == 0:
+        """When a listener who started playing at the first audio reaches ``part``: once it has played what
+        was yielded (its stalls included) and what the parts before it produced since (in the past when
+        this part comes late); not before the part came to exist; None before the first audio."""
+        heard = self.listener.end
+        if heard is None or part.index == 0:
             return None
         before = sum(p.stats.samples for p in self.parts[: part.index])
-        reached = self.first_out + before / SAMPLE_RATE
+        to_yield = before - part.index * self.splice.width - self.stats.samples  # the joins overlap
+        reached = heard if to_yield <= 0 else max(heard, time.monotonic()) + to_yield / SAMPLE_RATE
         known = self.known_at[part.index] if part.index < len(self.known_at) else reached
         return max(reached, known)
 
@@ -201,8 +206,7 @@ class _Player:
             self.ahead = _Ahead(self.stream(self.new_part()))
 
     def emit(self, pcm: np.ndarray) -> np.ndarray:
-        if self.first_out is None:
-            self.first_out = time.monotonic()
+        self.listener.emit(pcm.size, time.monotonic())
         self.stats.samples += pcm.size
         return pcm
 

@@ -216,3 +216,26 @@ async def test_a_growing_sources_part_is_not_due_before_it_exists() -> None:
     due, started = fake.due[1]
     assert due is not None
     assert started - 0.05 <= due <= started  # when its text came, just before it started
+
+
+async def test_a_stall_in_one_part_is_not_charged_again_to_the_next() -> None:
+    """The listener stood dry for 0.3 s in part 0, so it reaches part 1 0.3 s later than part 0's audio
+    alone would say: part 1 is due then, not late from its start."""
+    dues: list[float | None] = []
+
+    async def stream(part: Part) -> AsyncGenerator[np.ndarray, None]:
+        if part.index:
+            dues.append(part.due())
+            yield audio(1, 2400)
+            return
+        yield audio(0, 2400)  # 0.1 s
+        await asyncio.sleep(0.4)  # its listener runs dry for 0.3 s
+        part.generated()
+        yield audio(0, 2400)
+
+    chunks, heard = play_parts(2, stream, UtteranceStats(), WIDTH), []
+    async for _ in chunks:
+        heard.append(time.monotonic())
+    (due,) = dues
+    assert due is not None
+    assert due - heard[0] == pytest.approx(0.5 - WIDTH / 24_000, abs=0.05)  # 0.2 s of audio + 0.3 s dry
