@@ -22,27 +22,54 @@ from app.families.shared.trace import traced_decode
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]  # codes, play-out deadline
 
 
+HOLD_MARGIN_S = 0.05
+"""Held audio goes out this long before its listener needs it (it is decoded already: only sent)."""
+
+
 class _FirstAudioHold:
     """The first audio held back until the LM has sent ``codes`` codes or ended (0: nothing held): an
     interleave turn's fallback is decided on them before any of its audio is heard. Only the audio is
-    held, not the decodes: it goes out the moment the LM gets there, not when the next window is decoded."""
+    held, not the decodes: it goes out the moment the LM gets there, not when the next window is decoded.
+    A listener is never kept waiting for the check: a later part's audio goes out when its listener gets
+    there (``due``) whatever the LM has sent, and the part then plays without a fallback."""
 
-    def __init__(self, codes: int, stats: UtteranceStats) -> None:
+    def __init__(
+        self,
+        codes: int,
+        stats: UtteranceStats,
+        due: Callable[[], float | None] | None,
+        clock: Callable[[], float],
+    ) -> None:
         self.codes = codes
         self.stats = stats
+        self.due = due
+        self.clock = clock
         self.held: list[np.ndarray] = []
+
+    def due_in(self) -> float | None:
+        """Seconds until the listener needs the held audio (0: now); None when nothing is held or no
+        listener waits for it (the first audio)."""
+        at = self.due() if self.held and self.due is not None else None
+        return None if at is None else max(0.0, at - HOLD_MARGIN_S - self.clock())
 
     def take(self, chunk: np.ndarray | None = None) -> list[np.ndarray]:
         """What may go out now, ``chunk`` included: nothing while held, else everything held as one chunk."""
         if chunk is not None:
             self.held.append(chunk)
         stats = self.stats
-        if not self.held or (stats.codes < self.codes and stats.finish_reason is None):
+        decided = stats.codes >= self.codes or stats.finish_reason is not None
+        if not self.held or not (decided or self.due_in() == 0):
             return []
         out = self.held[0] if len(self.held) == 1 else np.concatenate(self.held)
         self.held, self.codes = [], 0
         stats.samples += out.size
         return [out]
+
+
+def _earliest(*delays: float | None) -> float | None:
+    """The shortest of the delays that are set; None when none is."""
+    known = [d for d in delays if d is not None]
+    return min(known) if known else None
 
 
 class _ObservedDecode:
@@ -78,14 +105,15 @@ async def synthesize(
     when a listener already playing reaches this generation (a later part: ``Stitcher``; None: the
     first audio). While it waits for the LM, a window is cut at the codes that exist when the schedule's
     deadline cuts say the listener is about to run dry (``Stitcher.cut_due_in``). ``hold_codes``: the first
-    audio goes out only once the LM has sent that many codes or ended (``_FirstAudioHold``).
+    audio goes out only once the LM has sent that many codes or ended, or a listener already playing gets
+    to it (``_FirstAudioHold``).
     """
     stats = stats if stats is not None else UtteranceStats()
     started = time.perf_counter()
     stream = source.generate(params)
     observed = _ObservedDecode(decode, stats)
     stitcher = Stitcher(observed, schedule, clock=clock, load=load, due=due)
-    hold = _FirstAudioHold(hold_codes, stats)
+    hold = _FirstAudioHold(hold_codes, stats, due, clock)
     deltas = aiter(stream)
     pending: asyncio.Task[list[int] | None] | None = None
     try:
@@ -93,12 +121,15 @@ async def synthesize(
             waited = time.perf_counter()
             if pending is None:
                 pending = asyncio.ensure_future(anext(deltas, None))
-            await asyncio.wait({pending}, timeout=stitcher.cut_due_in())
+            await asyncio.wait({pending}, timeout=_earliest(stitcher.cut_due_in(), hold.due_in()))
             stats.lm_wait_s += time.perf_counter() - waited
-            if not pending.done():  # the listener is about to run dry: decode what exists
-                for cut in await stitcher.cut():
-                    for chunk in hold.take(cut):
-                        yield chunk
+            if not pending.done():
+                for chunk in hold.take():  # the listener needs the held audio now
+                    yield chunk
+                if stitcher.cut_due_in() == 0:  # the listener is about to run dry: decode what exists
+                    for cut in await stitcher.cut():
+                        for chunk in hold.take(cut):
+                            yield chunk
                 continue
             codes, pending = pending.result(), None
             if codes is None:

@@ -2,7 +2,8 @@
 several parts played as one stream (``app.families.shared.parts``).
 
 Each generation runs ``pipeline.synthesize``. With an interleave turn, a generation's first audio is held
-until the fallback check has been decided, so a regeneration without history never follows audio. With
+until the fallback check has been decided, so a regeneration without history never follows audio; a
+later part's is held no longer than its listener can wait (then it plays without a fallback). With
 interleave on, part k > 0 is prompted with the parts before it as turns (``Conversations.follow``) and
 each part is stored as a turn once all its audio was taken, the last one before the stream ends
 (``Conversations.land``), so before the response's last bytes.
@@ -177,14 +178,15 @@ class NeuCodecUtterance:
         due: Callable[[], float | None] | None,
     ) -> AsyncGenerator[np.ndarray, None]:
         """One part's PCM chunks; with an interleave turn the first audio is held until ``hold_codes``
-        codes exist or the LM finished (``synthesize``), and a fallback regenerates without history before
-        anything is yielded. ``generated`` is called when the generation that is kept has all its tokens;
-        ``due`` says when a listener already playing reaches it (None: the first audio)."""
+        codes exist, the LM finished or the listener gets to it (``synthesize``), and a fallback
+        regenerates without history before anything is yielded. ``generated`` is called when the
+        generation that is kept has all its tokens; ``due`` says when a listener already playing reaches
+        it (None: the first audio)."""
         turn = self.turns[index]
         params = turn.params if turn is not None else self.parts[index].params
 
-        def kept() -> None:
-            if turn is None or not turn.falls_back(stats):
+        def kept() -> None:  # a part whose audio went out before the check was decided is kept as it is
+            if turn is None or stats.samples or not turn.falls_back(stats):
                 generated()
 
         hold = turn.hold_codes if turn is not None else 0

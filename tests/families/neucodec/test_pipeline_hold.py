@@ -1,10 +1,11 @@
 """synthesize's first-audio hold (an interleave turn's fallback check): the first audio goes out the
-moment the LM has sent ``hold_codes`` codes or ended, not when the window after it is decoded, and the
-audio is the same as without a hold."""
+moment the LM has sent ``hold_codes`` codes or ended, not when the window after it is decoded, or when a
+listener already playing gets to it; the audio is the same as without a hold."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 
 import numpy as np
@@ -13,7 +14,7 @@ from app.audio.stitcher import StitchSchedule
 from app.core.stats import UtteranceStats
 from app.core.types import FinishReason
 from app.families.neucodec.lm.types import GenerationParams
-from app.families.neucodec.pipeline import synthesize
+from app.families.neucodec.pipeline import HOLD_MARGIN_S, synthesize
 
 SPT = 480
 PARAMS = GenerationParams(prompt="p", model="m", max_tokens=1000, temperature=0.0, repetition_penalty=1.0)
@@ -87,16 +88,21 @@ async def settle() -> None:
 class Run:
     """synthesize over a fed stream, its chunks collected by a task as they come."""
 
-    def __init__(self, hold_codes: int) -> None:
+    def __init__(self, hold_codes: int, due: float | None = None) -> None:
         self.stream, self.codec, self.stats = FedStream(), Codec(), UtteranceStats()
         self.chunks: list[np.ndarray] = []
-        self.task = asyncio.ensure_future(self._collect(hold_codes))
+        self.out_at: list[float] = []  # time.monotonic() of each chunk
+        self.task = asyncio.ensure_future(self._collect(hold_codes, due))
 
-    async def _collect(self, hold_codes: int) -> None:
+    async def _collect(self, hold_codes: int, due: float | None) -> None:
         source = Source(self.stream)
-        chunks = synthesize(source, self.codec.decode, PARAMS, SCHEDULE, self.stats, hold_codes=hold_codes)
+        reaches = None if due is None else lambda: due
+        chunks = synthesize(
+            source, self.codec.decode, PARAMS, SCHEDULE, self.stats, due=reaches, hold_codes=hold_codes
+        )
         async for chunk in chunks:
             self.chunks.append(chunk)
+            self.out_at.append(time.monotonic())
 
     @property
     def samples(self) -> int:
@@ -146,3 +152,19 @@ async def test_without_a_hold_the_first_window_goes_out_as_soon_as_it_is_decoded
     run.stream.end()
     await run.task
     np.testing.assert_array_equal(np.concatenate(run.chunks), expected(12))
+
+
+async def test_a_later_parts_audio_goes_out_when_its_listener_gets_there_whatever_the_hold() -> None:
+    due = time.monotonic() + 0.3  # the first window is sized by that lead: 6 x 15 codes at most
+    run = Run(hold_codes=200, due=due)
+    run.stream.feed(92)  # the LM then sends nothing for a while
+    await until(lambda: bool(run.codec.calls))
+    (decoded,) = run.codec.calls
+    assert run.chunks == []
+    await until(lambda: bool(run.chunks))
+    assert due - HOLD_MARGIN_S - 0.01 <= run.out_at[0] <= due  # just before its listener needs it
+    assert run.samples == (decoded - 2) * SPT and run.stats.codes == 92
+    run.stream.feed(108)
+    run.stream.end()
+    await run.task
+    np.testing.assert_array_equal(np.concatenate(run.chunks), expected(200))
