@@ -12,7 +12,7 @@ import numpy as np
 from app.audio.stitcher import DeadlineCuts, StitchSchedule
 from app.core.stats import UtteranceStats
 from app.core.types import FinishReason
-from app.families.neucodec.lm.types import GenerationParams
+from app.families.neucodec.lm.types import GenerationParams, TokenStream
 from app.families.neucodec.pipeline import synthesize
 
 SPT = 480
@@ -48,9 +48,11 @@ class PacedStream:
 
 
 class Source:
-    name = "paced"
+    """A TokenSource whose one generation is ``stream``."""
 
-    def __init__(self, stream: PacedStream) -> None:
+    name = "scripted"
+
+    def __init__(self, stream: TokenStream) -> None:
         self.stream = stream
 
     async def start(self) -> None: ...
@@ -60,7 +62,7 @@ class Source:
     async def ready(self) -> bool:
         return True
 
-    def generate(self, params: GenerationParams) -> PacedStream:
+    def generate(self, params: GenerationParams) -> TokenStream:
         return self.stream
 
 

@@ -15,6 +15,7 @@ from app.core.stats import UtteranceStats
 from app.core.types import FinishReason
 from app.families.neucodec.lm.types import GenerationParams
 from app.families.neucodec.pipeline import HOLD_MARGIN_S, synthesize
+from tests.families.neucodec.test_pipeline_cuts import Codec, Source
 
 SPT = 480
 PARAMS = GenerationParams(prompt="p", model="m", max_tokens=1000, temperature=0.0, repetition_penalty=1.0)
@@ -47,32 +48,6 @@ class FedStream:
 
     async def aclose(self) -> None:
         return None
-
-
-class Source:
-    name = "fed"
-
-    def __init__(self, stream: FedStream) -> None:
-        self.stream = stream
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def ready(self) -> bool:
-        return True
-
-    def generate(self, params: GenerationParams) -> FedStream:
-        return self.stream
-
-
-class Codec:
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    async def decode(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
-        self.calls.append(len(codes))
-        return np.repeat(np.asarray(codes, dtype=np.float32) / 1000, SPT)
 
 
 async def until(condition: Callable[[], bool]) -> None:
