@@ -111,7 +111,7 @@ class NeuCodecUtterance:
         hold_codes: int,
     ) -> AsyncGenerator[np.ndarray, None]:
         """One generation of ``params`` traced as ``tts.stream``; its first audio held until ``hold_codes``
-        codes exist or the LM ended."""
+        codes exist, the LM ended or its listener gets to it (``synthesize``)."""
         codec = self.family.codec
         if codec is None:
             raise Unavailable("The codec is not loaded yet.")
