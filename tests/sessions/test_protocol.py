@@ -329,4 +329,4 @@ async def test_a_turns_stall_is_observed_without_the_wait_for_its_text(
         turn = await speak(Client(ws), "p", first + "Then more.", len(first), options, pause)
     assert turn.of("context.done"), turn.events
     assert await served.metric("tts_stream_stall_seconds_count") == before + 1
-    assert await served.metric("tts_stream_stall_seconds_sum") < 0.6  # the pause counted: over 1.5 s
+    assert await served.metric("tts_stream_stall_seconds_sum") < 1.0  # the pause counted: about 2-2.5 s

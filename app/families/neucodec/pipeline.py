@@ -52,12 +52,13 @@ class _FirstAudioHold:
         at = self.due() if self.held and self.due is not None else None
         return None if at is None else max(0.0, at - HOLD_MARGIN_S - self.clock())
 
-    def take(self, chunk: np.ndarray | None = None) -> list[np.ndarray]:
-        """What may go out now, ``chunk`` included: nothing while held, else everything held as one chunk."""
+    def take(self, chunk: np.ndarray | None = None, due: bool = False) -> list[np.ndarray]:
+        """What may go out now, ``chunk`` included: nothing while held, else everything held as one chunk;
+        ``due``: the listener needs it now (its ``due_in`` has passed)."""
         if chunk is not None:
             self.held.append(chunk)
         stats = self.stats
-        decided = stats.codes >= self.codes or stats.finish_reason is not None
+        decided = due or stats.codes >= self.codes or stats.finish_reason is not None
         if not self.held or not (decided or self.due_in() == 0):
             return []
         out = self.held[0] if len(self.held) == 1 else np.concatenate(self.held)
@@ -121,12 +122,14 @@ async def synthesize(
             waited = time.perf_counter()
             if pending is None:
                 pending = asyncio.ensure_future(anext(deltas, None))
-            await asyncio.wait({pending}, timeout=_earliest(stitcher.cut_due_in(), hold.due_in()))
+            cut_in, hold_in = stitcher.cut_due_in(), hold.due_in()
+            await asyncio.wait({pending}, timeout=_earliest(cut_in, hold_in))
             stats.lm_wait_s += time.perf_counter() - waited
             if not pending.done():
-                for chunk in hold.take():  # the listener needs the held audio now
-                    yield chunk
-                if stitcher.cut_due_in() == 0:  # the listener is about to run dry: decode what exists
+                if hold_in is not None and (cut_in is None or hold_in <= cut_in):
+                    for chunk in hold.take(due=True):  # the listener needs the held audio now
+                        yield chunk
+                else:  # the listener is about to run dry: decode what exists
                     for cut in await stitcher.cut():
                         for chunk in hold.take(cut):
                             yield chunk
