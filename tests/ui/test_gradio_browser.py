@@ -128,7 +128,7 @@ async def speak_with(page: Page, model: str, default_max_tokens: str) -> float:
     await expect(page.locator("#model-info")).to_contain_text(f"family {FAMILY[model]}")
     max_tokens = page.locator("#speech-max-tokens input")
     await expect(max_tokens).to_have_value(default_max_tokens)
-    for attempt in range(3):  # on a loaded machine the choice's defaults were seen to land after the fill
+    for attempt in range(3):  # under load the choice's defaults were seen to land after the fill
         await max_tokens.fill(str(MAX_TOKENS[model]))
         await max_tokens.blur()
         await asyncio.sleep(0.5)
