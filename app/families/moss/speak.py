@@ -107,7 +107,7 @@ class _Listener:
 
     def hears(self, audio: np.ndarray) -> np.ndarray:
         """``audio`` reaches the listener now."""
-        if self.due is not None:
+        if self.due is not None and self.playback.end is None:  # before the first chunk only
             self.playback.reaches(self.due())
         idle = 0.0
         if self.parked is not None:
