@@ -53,6 +53,15 @@ is never cut (the end of its stream comes before any deadline). With cuts the wi
 when codes arrived, not on ``n`` alone: the output is chunking-independent only while no cut happens.
 The last window's budget counts the codes actually decoded.
 
+Pace: a cut window owns at least ``fewest`` codes (``min_cut_tokens``, or ``cut_growth`` times the window
+before it), so after the first window the listener waits for ``fewest`` more codes; an LM at about real
+time sends them just as the first window's audio ends, and the listener runs dry while they decode. So
+the first chunk of a stream without a listener yet goes out at ``release_at`` (None: when decoded): when,
+at the pace the LM kept since its first code, the listener will still have the cut's margin for its
+decode (``margin_factor`` times the last decode, or the round of such a window under a load) once those
+codes exist, at most ``PACE_HOLD_MAX_S`` after the decode. Its listener starts there (the caller holds
+the chunk until then). A faster LM, codes that came at once and a later part (``due``) are not held.
+
 Load: the listener plays each window while the next one decodes, and the codec decodes every stream's
 windows. ``for_load`` fits the schedule to the codec's measured cost and the streams it serves
 (``app.audio.round_cost``: a round of every stream's next window): the first window lengthens until the
@@ -110,6 +119,9 @@ Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]
 argument is the window's play-out deadline in ``time.monotonic()`` seconds (None: needed now)."""
 
 LAST_WINDOW_SLACK = 0.1  # a last window grows to a bucket only when that adds at most this fraction
+PACE_HOLD_MAX_S = 0.3
+"""The longest the first audio waits for a slow LM's pace (module docstring, "Pace"): an LM far slower
+than real time leaves its listener dry later whatever the first wait."""
 
 
 @dataclass(frozen=True)
@@ -419,12 +431,18 @@ class Stitcher:
         self._planned: int | None = None  # length of the last window decoded as planned (not cut)
         self._held: np.ndarray | None = None  # [L + R]: last window's samples around s * spt
         self._finished = False
+        self._arrivals: tuple[float, int, float] | None = None  # first feed's clock and codes, last feed's
+        self.release_at: float | None = None  # when the first chunk goes out (None: when decoded)
 
     async def feed(self, codes: list[int]) -> AsyncGenerator[np.ndarray, None]:
         """Add codes; yield the chunk of each window that became decodable as soon as it is decoded (so
         the first chunk goes out before the next window is decoded, even when many codes come at once)."""
         if self._finished:
             raise RuntimeError("push() after flush()")
+        if codes:
+            now = self._clock()
+            first = self._arrivals
+            self._arrivals = (now, len(codes), now) if first is None else (first[0], first[1], now)
         self._codes.extend(codes)
         while True:
             self._fit()
@@ -550,6 +568,32 @@ class Stitcher:
             self._held = audio[own_end - self._left : own_end + self._right].copy()
         chunk = np.concatenate(pieces)
         if chunk.size:
+            out_at = self._clock()
+            if self._listener_end() is None and not last:  # the first audio: no listener plays yet
+                self.release_at = self._paced_release(start, end, chunk.size, out_at)
+                out_at = out_at if self.release_at is None else self.release_at
             self.playback.reaches(self._listener_end())  # before the first chunk: a listener already playing
-            self.playback.emit(chunk.size, self._clock())
+            self.playback.emit(chunk.size, out_at)
         return chunk
+
+    def _paced_release(self, start: int, end: int, samples: int, now: float) -> float | None:
+        """When the first chunk (``samples`` of the window owning ``[start, end)``, decoded at ``now``) goes
+        out so that its listener still has the cut margin left when the LM, at the pace it kept so far,
+        has sent the codes of the shortest window a cut may make after it (module docstring, "Pace");
+        None: at once (no cuts, no pace measured, or the codes come in time)."""
+        cuts, arrivals = self._cuts, self._arrivals
+        if cuts is None or arrivals is None or arrivals[2] <= arrivals[0]:
+            return None
+        first_at, first_codes, last_at = arrivals
+        pace = (len(self._codes) - first_codes) / (last_at - first_at)  # codes a second since the first
+        fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * (end - start) - 1e-9))
+        context = self._schedule.past_tokens + self._schedule.future_tokens
+        missing = end + fewest + self._schedule.future_tokens - len(self._codes)
+        if missing <= 0:
+            return None
+        margin = cuts.margin_factor * self._last_decode_s
+        load = self._schedule.load
+        if load is not None:
+            margin = max(margin, load.cover * load.seconds(fewest + context))
+        release = last_at + missing / pace + margin - samples / self.playback.sample_rate
+        return None if release <= now else min(release, now + PACE_HOLD_MAX_S)

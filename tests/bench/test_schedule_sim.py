@@ -23,6 +23,15 @@ def test_the_defaults_keep_every_admitted_listener_fed(rate: float, streams: int
     assert figures["decoded_per_emitted"] <= 1.5
 
 
+@pytest.mark.parametrize(("rate", "streams"), [(50, 1), (50, 4), (60, 8)])
+def test_an_lm_at_about_real_time_starts_later_and_never_runs_dry(rate: float, streams: int) -> None:
+    """Each window after the first waits for a cut's 10 codes, which an LM at real time sends just as the
+    window before ends: the first audio waits for that lead instead of the listener running dry."""
+    figures = simulate(CURRENT, FIXED_S, PER_CODE_S, rate, streams, 250)
+    assert figures["worst_stall_s"] == 0.0 and figures["stalled_streams"] == 0
+    assert figures["first_audio_s_p50"] <= 20 / rate + 0.55  # its 20 codes, decodes and the hold
+
+
 def test_first_audio_of_one_stream_at_a_served_models_pace() -> None:
     """10 codes of the first window + 10 of future context at 100 tokens/s, then one decode of 20."""
     figures = simulate(CURRENT, FIXED_S, PER_CODE_S, 100, 1, 250)

@@ -31,7 +31,9 @@ class _FirstAudioHold:
     interleave turn's fallback is decided on them before any of its audio is heard. Only the audio is
     held, not the decodes: it goes out the moment the LM gets there, not when the next window is decoded.
     A listener is never kept waiting for the check: a later part's audio goes out when its listener gets
-    there (``due``) whatever the LM has sent, and the part then plays without a fallback."""
+    there (``due``) whatever the LM has sent, and the part then plays without a fallback. ``release``
+    (the stitcher's ``release_at``) holds the first audio until then too, unless the LM has ended: a
+    listener who starts later does not run dry while a slow LM sends the next window's codes."""
 
     def __init__(
         self,
@@ -39,30 +41,47 @@ class _FirstAudioHold:
         stats: UtteranceStats,
         due: Callable[[], float | None] | None,
         clock: Callable[[], float],
+        release: Callable[[], float | None],
     ) -> None:
         self.codes = codes
         self.stats = stats
         self.due = due
         self.clock = clock
+        self.release = release
+        self.released = False  # the release time has passed
         self.held: list[np.ndarray] = []
 
-    def due_in(self) -> float | None:
-        """Seconds until the listener needs the held audio (0: now); None when nothing is held or no
-        listener waits for it (the first audio)."""
+    def _times(self) -> tuple[float | None, float | None]:
+        """When the listener needs the held audio (less ``HOLD_MARGIN_S``) and when its release comes;
+        each None when not set or nothing is held."""
         at = self.due() if self.held and self.due is not None else None
-        return None if at is None else max(0.0, at - HOLD_MARGIN_S - self.clock())
+        release = self.release() if self.held and not self.released else None
+        return (None if at is None else at - HOLD_MARGIN_S), release
 
-    def take(self, chunk: np.ndarray | None = None, due: bool = False) -> list[np.ndarray]:
+    def due_in(self) -> float | None:
+        """Seconds until the held audio's listener needs it or its release comes (0: now); None when
+        nothing is held or neither is set."""
+        at = _earliest(*self._times())
+        return None if at is None else max(0.0, at - self.clock())
+
+    def take(self, chunk: np.ndarray | None = None, fired: bool = False) -> list[np.ndarray]:
         """What may go out now, ``chunk`` included: nothing while held, else everything held as one chunk;
-        ``due``: the listener needs it now (its ``due_in`` has passed)."""
+        ``fired``: the time ``due_in`` gave has passed (the earlier of the two, decided without the clock)."""
         if chunk is not None:
             self.held.append(chunk)
+        if not self.held:
+            return []
+        needed, release = self._times()
+        now = self.clock()
+        release_fired = fired and release is not None and (needed is None or release < needed)
+        needed_now = (fired and not release_fired) or (needed is not None and needed <= now)
+        self.released = self.released or release_fired or release is None or release <= now
         stats = self.stats
-        decided = due or stats.codes >= self.codes or stats.finish_reason is not None
-        if not self.held or not (decided or self.due_in() == 0):
+        ended = stats.finish_reason is not None
+        if not (needed_now or ((self.released or ended) and (stats.codes >= self.codes or ended))):
             return []
         out = self.held[0] if len(self.held) == 1 else np.concatenate(self.held)
-        self.held, self.codes = [], 0
+        self.held, self.codes, self.released = [], 0, True
         stats.samples += out.size
         return [out]
 
@@ -107,14 +126,14 @@ async def synthesize(
     first audio). While it waits for the LM, a window is cut at the codes that exist when the schedule's
     deadline cuts say the listener is about to run dry (``Stitcher.cut_due_in``). ``hold_codes``: the first
     audio goes out only once the LM has sent that many codes or ended, or a listener already playing gets
-    to it (``_FirstAudioHold``).
+    to it, and not before the stitcher's ``release_at`` for an LM near real time (``_FirstAudioHold``).
     """
     stats = stats if stats is not None else UtteranceStats()
     started = time.perf_counter()
     stream = source.generate(params)
     observed = _ObservedDecode(decode, stats)
     stitcher = Stitcher(observed, schedule, clock=clock, load=load, due=due)
-    hold = _FirstAudioHold(hold_codes, stats, due, clock)
+    hold = _FirstAudioHold(hold_codes, stats, due, clock, lambda: stitcher.release_at)
     deltas = aiter(stream)
     pending: asyncio.Task[list[int] | None] | None = None
     try:
@@ -127,7 +146,7 @@ async def synthesize(
             stats.lm_wait_s += time.perf_counter() - waited
             if not pending.done():
                 if hold_in is not None and (cut_in is None or hold_in <= cut_in):
-                    for chunk in hold.take(due=True):  # the listener needs the held audio now
+                    for chunk in hold.take(fired=True):  # its listener needs the held audio, or its time came
                         yield chunk
                 else:  # the listener is about to run dry: decode what exists
                     for cut in await stitcher.cut():

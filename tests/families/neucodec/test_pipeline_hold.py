@@ -1,6 +1,7 @@
 """synthesize's first-audio hold (an interleave turn's fallback check): the first audio goes out the
 moment the LM has sent ``hold_codes`` codes or ended, not when the window after it is decoded, or when a
-listener already playing gets to it; the audio is the same as without a hold."""
+listener already playing gets to it; for an LM near real time not before the stitcher's ``release_at``;
+the audio is the same as without a hold."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from collections.abc import AsyncIterator, Callable
 
 import numpy as np
 
-from app.audio.stitcher import StitchSchedule
+from app.audio.stitcher import DeadlineCuts, StitchSchedule
 from app.core.stats import UtteranceStats
 from app.core.types import FinishReason
 from app.families.neucodec.lm.types import GenerationParams
 from app.families.neucodec.pipeline import HOLD_MARGIN_S, synthesize
-from tests.families.neucodec.test_pipeline_cuts import Codec, Source
+from tests.families.neucodec.test_pipeline_cuts import Codec, PacedStream, Source
 
 SPT = 480
 PARAMS = GenerationParams(prompt="p", model="m", max_tokens=1000, temperature=0.0, repetition_penalty=1.0)
@@ -143,3 +144,38 @@ async def test_a_later_parts_audio_goes_out_when_its_listener_gets_there_whateve
     run.stream.end()
     await run.task
     np.testing.assert_array_equal(np.concatenate(run.chunks), expected(200))
+
+
+class TimedStream(PacedStream):
+    """A PacedStream that records when it sent each code (time.monotonic())."""
+
+    def __init__(self, codes: list[int], gap_s: float) -> None:
+        super().__init__(codes, gap_s)
+        self.sent_at: list[float] = []
+
+    async def _deltas(self) -> AsyncIterator[list[int]]:
+        async for delta in super()._deltas():
+            self.sent_at.append(time.monotonic())
+            yield delta
+
+
+class SlowCodec(Codec):
+    async def decode(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
+        await asyncio.sleep(0.02)
+        return await super().decode(codes, deadline)
+
+
+async def test_the_first_audio_of_an_lm_near_real_time_waits_for_the_next_cuts_codes() -> None:
+    # the first window owns 10 codes (0.2 s), a cut after it at least 20: at 50 codes/s they come 0.4 s
+    # after the first window's codes, so its audio goes out about 0.2 s after it was decoded
+    cuts = DeadlineCuts(min_cut_tokens=20)
+    schedule = StitchSchedule(10, 6.0, 500, 2, 3, 0, cuts=cuts)
+    stream, codec = TimedStream(list(range(1, 61)), gap_s=0.02), SlowCodec()
+    out_at: list[float] = []
+    chunks = []
+    async for chunk in synthesize(Source(stream), codec.decode, PARAMS, schedule, UtteranceStats()):
+        chunks.append(chunk)
+        out_at.append(time.monotonic())
+    assert codec.calls[0] == 12
+    assert out_at[0] >= stream.sent_at[11] + 0.15  # held (0.2 s less the decode's 0.02 s and its margin)
+    np.testing.assert_array_equal(np.concatenate(chunks), expected(60))
