@@ -57,8 +57,8 @@ Pace: a cut window owns at least ``fewest`` codes (``min_cut_tokens``, or ``cut_
 before it), so after the first window the listener waits for ``fewest`` more codes; an LM at about real
 time sends them just as the first window's audio ends, and the listener runs dry while they decode. So
 the first chunk of a stream without a listener yet goes out at ``release_at`` (None: when decoded): when,
-at the pace the LM kept since its first code, the listener will still have the cut's margin for its
-decode (``margin_factor`` times the last decode, or the round of such a window under a load) once those
+at the pace the LM kept since its first code, the listener will still have the time of that cut's
+decode (``margin_factor`` times the first decode; under a load, its round of such windows) once those
 codes exist, at most ``PACE_HOLD_MAX_S`` after the decode. Its listener starts there (the caller holds
 the chunk until then). A faster LM, codes that came at once and a later part (``due``) are not held.
 
@@ -591,9 +591,9 @@ class Stitcher:
         missing = end + fewest + self._schedule.future_tokens - len(self._codes)
         if missing <= 0:
             return None
-        margin = cuts.margin_factor * self._last_decode_s
-        load = self._schedule.load
-        if load is not None:
-            margin = max(margin, load.cover * load.seconds(fewest + context))
+        # the cut's decode: under a load its round (the first decode queued behind the other streams' first
+        # windows, a wait their lengths already cover), else 1.5 times the first decode
+        load, decode_s = self._schedule.load, cuts.margin_factor * self._last_decode_s
+        margin = decode_s if load is None else load.cover * load.seconds(fewest + context)
         release = last_at + missing / pace + margin - samples / self.playback.sample_rate
         return None if release <= now else min(release, now + PACE_HOLD_MAX_S)
