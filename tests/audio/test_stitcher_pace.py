@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.audio.round_cost import RoundCost
 from app.audio.stitcher import PACE_HOLD_MAX_S, DeadlineCuts, Stitcher, StitchSchedule
 from tests.audio.test_stitcher import SPT, FakeDecoder, random_codes
 from tests.audio.test_stitcher_cuts import RATE, Clock
@@ -18,14 +19,15 @@ SCHEDULE = StitchSchedule(10, 6.0, 100, 2, 3, 0, cuts=CUTS)  # first window: 10 
 
 
 class TimedDecoder(FakeDecoder):
-    """A decode that takes ``DECODE_S`` on the test's clock."""
+    """A decode that takes ``seconds`` on the test's clock."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, seconds: float = DECODE_S) -> None:
         super().__init__(context=False)
         self.clock = clock
+        self.seconds = seconds
 
     async def __call__(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
-        self.clock.now += DECODE_S
+        self.clock.now += self.seconds
         return await super().__call__(codes, deadline)
 
 
@@ -60,6 +62,18 @@ async def test_the_first_part_of_a_long_input_is_held_too() -> None:
     stitcher = Stitcher(TimedDecoder(clock), SCHEDULE, clock=clock, sample_rate=RATE, due=lambda: None)
     await paced(stitcher, clock, random_codes(12), 0.02)
     assert stitcher.release_at == pytest.approx(0.265)
+
+
+async def test_under_a_load_the_hold_counts_the_cuts_round_not_the_first_decodes_queue() -> None:
+    """The first decode waited 0.2 s behind other streams' first windows: 1.5 times that would hold the
+    first audio, but the next cut's round (1.2 x (10 ms + 4 streams x 15 codes x 1 ms)) fits its lead."""
+    clock = Clock()
+    load = RoundCost(fixed_s=0.01, per_code_s=0.001, streams=4, cover=1.2)
+    decoder = TimedDecoder(clock, seconds=0.2)
+    stitcher = Stitcher(decoder, SCHEDULE, clock=clock, sample_rate=RATE, load=lambda: load)
+    await paced(stitcher, clock, random_codes(12), 0.02)
+    assert len(decoder.calls) == 1 and stitcher.release_at is None
+    assert stitcher.playback.end == pytest.approx(0.22 + 0.2 + 0.2)  # from the decode's end
 
 
 async def test_an_lm_twice_real_time_is_not_held() -> None:
