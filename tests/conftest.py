@@ -46,12 +46,14 @@ def make_settings(of: type[ServerSettings] = Settings, **overrides: object) -> A
     for name in ("MOSS_LM_DTYPE", "MOSS_CODEC_DTYPE"):
         if name in of.model_fields:
             overrides.setdefault(name, "float32")
-    # what depends on the machine's speed is off unless a test asks for it: windows cut at a deadline
-    # (the audio would depend on timing) and admission on measured rates (a loaded test machine refuses)
-    # and a first window lengthened to cover the measured decode time
+    # what depends on the machine's speed is off unless a test asks for it: windows (MOSS: chunks) cut at
+    # a deadline (the audio would depend on timing) and admission on measured rates (a loaded test machine
+    # refuses) and a first window lengthened to cover the measured decode time
     if "STREAM_DEADLINE_CUTS" in of.model_fields:
         overrides.setdefault("STREAM_DEADLINE_CUTS", False)
         overrides.setdefault("STREAM_FIRST_COVER", 0.0)
+    if "MOSS_DEADLINE_CUTS" in of.model_fields:
+        overrides.setdefault("MOSS_DEADLINE_CUTS", False)
     overrides.setdefault("VIABILITY_CHECK", False)
     return of(_env_file=None, **overrides)
 

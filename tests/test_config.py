@@ -88,7 +88,7 @@ def test_seed_defaults() -> None:
     assert (s.STREAM_PAST_CONTEXT_S, s.CROSSFADE_MS, s.DISCONNECT_POLL_S) == (0.2, 100.0, 0.25)
     assert s.STREAM_REDECODE_BUDGET == 0.2
     plain = Settings(_env_file=None)  # make_settings turns the timing-dependent parts off
-    assert (plain.STREAM_DEADLINE_CUTS, plain.VIABILITY_CHECK) == (True, True)
+    assert (plain.STREAM_DEADLINE_CUTS, plain.MOSS_DEADLINE_CUTS, plain.VIABILITY_CHECK) == (True, True, True)
     # windows fitted to the codec's load with 1.2x to spare; admission while a 0.5 s first window does
     assert (plain.STREAM_FIRST_COVER, plain.VIABILITY_MAX_FIRST_S) == (1.2, 0.5)
 

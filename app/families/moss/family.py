@@ -194,7 +194,9 @@ class MossFamily:
             top_p=SEED_SAMPLING.top_p,
             top_k=SEED_SAMPLING.top_k,
         )
-        self.schedule = ChunkSchedule(settings.MOSS_FIRST_CHUNK_FRAMES, settings.MOSS_MAX_CHUNK_FRAMES)
+        self.schedule = ChunkSchedule(
+            settings.MOSS_FIRST_CHUNK_FRAMES, settings.MOSS_MAX_CHUNK_FRAMES, settings.MOSS_DEADLINE_CUTS
+        )
         self.shared_codes = shared_codes(settings)
         self.references = ReferenceCache(
             settings.REFERENCE_CACHE_SIZE, shared=self.shared_codes, code_values=CODE_VALUES
@@ -361,7 +363,7 @@ class MossFamily:
         if asked is None:
             return self.schedule
         first = min(MAX_FIRST_CHUNK_FRAMES, max(1, math.ceil(asked * FRAMES_PER_SECOND - 1e-6)))
-        return ChunkSchedule(first, max(first, self.schedule.largest))
+        return ChunkSchedule(first, max(first, self.schedule.largest), self.schedule.cuts)
 
     async def open_stream(self, job: StreamJob) -> MossTextStream:
         """A realtime turn fed into one running generation as its text arrives (``stream.py``): the

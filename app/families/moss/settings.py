@@ -91,6 +91,11 @@ class MossSettings(ServerSettings):
     MOSS_MAX_CHUNK_FRAMES: int = Field(
         8, ge=1, le=64, description="Largest MOSS decode; chunk sizes double from the first up to it."
     )
+    MOSS_DEADLINE_CUTS: bool = Field(
+        True,
+        description="Decode the frames that exist when the listener is about to run out of audio, whatever "
+        "the next chunk size (an LM slower than twice real time); false: the doubling sizes only.",
+    )
     MOSS_VOICES_DIR: str = Field(
         "",
         description="Directory of MOSS built-in voice clips (*.wav, voice name = file stem), encoded at "

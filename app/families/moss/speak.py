@@ -11,14 +11,26 @@ is decoded at once (in chunks of at most ``largest``).
 Stalls: a listener who starts at the first audio (a later part: when it reaches the part, ``due``) and
 plays in real time (``app.audio.playback``); the time its buffer stood empty goes to ``stats.stall_s``,
 less the time the generation was parked waiting for its text (``parked``: a realtime turn's).
+
+Deadline cuts (``ChunkSchedule.cuts``): doubling sizes assume an LM at least twice real time (the next
+chunk's frames come while the one before plays). A slower LM (a batched engine near real time) would
+leave the listener dry at every step, so while the next size's frames are not all there, the frames that
+are go to the codec once the listener has less audio left than 1.5 times the last decode (at least
+``CUT_MARGIN_S``); the codec is causal, so a chunk of any size costs no overlap. An LM at twice real
+time or more is not cut; nor is one whose frames came slower than ``CUT_MIN_PACE`` of real time so far
+(a CPU): its listener runs dry whatever the chunking, and cuts would only add codec calls. Before the
+first audio nothing is cut: there is no listener yet.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
+import anyio
 import numpy as np
 
 from app.audio.playback import Playback
@@ -29,6 +41,14 @@ from app.families.shared.trace import traced_decode
 Decode = Callable[[np.ndarray], Awaitable[np.ndarray]]
 """Frames ``(n, 16)`` -> their float32 audio ``(1920 n,)``, following the stream's earlier chunks."""
 
+CUT_DECODES = 1.5
+CUT_MIN_PACE = 0.9
+"""Frames that came slower than this share of real time are not cut (module docstring)."""
+FRAMES_PER_S = SAMPLE_RATE / 1920
+CUT_MARGIN_S = 0.02
+"""A cut comes when the listener has less audio left than 1.5 times the last decode, or this (a chunk of
+one frame plays 80 ms: a margin that long would cut right after every chunk)."""
+
 
 @dataclass(frozen=True)
 class ChunkSchedule:
@@ -36,6 +56,7 @@ class ChunkSchedule:
 
     first: int = 1
     largest: int = 8
+    cuts: bool = True  # deadline cuts (module docstring)
 
     def __post_init__(self) -> None:
         if not 1 <= self.first <= self.largest:
@@ -59,6 +80,7 @@ async def speak(
     generated: Callable[[], None] = lambda: None,
     due: Callable[[], float | None] | None = None,
     parked: Callable[[], float] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> AsyncGenerator[np.ndarray, None]:
     """float32 24 kHz chunks, shape (samples,), for the frames ``(n, 16)`` of ``frames``, as they come.
 
@@ -66,44 +88,91 @@ async def speak(
     ``stats.finish_reason`` when the frames end ("length" when ``max_frames`` were made, else "stop")
     and then calls ``generated`` (before the frames still waiting are decoded). ``due``: when a listener
     already playing reaches this generation (None: it starts at the first audio); ``parked``: the seconds
-    the generation has waited for its text so far (module docstring, "Stalls").
+    the generation has waited for its text so far (module docstring, "Stalls"); ``clock``: the
+    listener's, in the event loop's seconds.
     """
-    listener = _Listener(due, parked)
+    listener = _Listener(due, parked, clock)
     sizes = schedule.sizes()
     target = next(sizes)
     waiting = np.zeros((0, 16), dtype=np.int64)
+    pending: asyncio.Future[np.ndarray | None] | None = None
     try:
         while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(frames, None))
+            cut_in = listener.cut_in() if schedule.cuts and len(waiting) else None
             started = time.perf_counter()
-            block = await anext(frames, None)
+            await asyncio.wait({pending}, timeout=cut_in)
             stats.lm_wait_s += time.perf_counter() - started
+            if not pending.done():  # the listener is about to run dry: decode the frames there are
+                chunk, waiting = waiting[: schedule.largest], waiting[schedule.largest :]
+                yield listener.hears(await _decoded(decode, chunk, stats, last=False, timed=listener))
+                continue
+            block, pending = pending.result(), None
             if block is None:
                 break
+            listener.arrived(len(block))
             made.append(block)
             stats.codes += len(block)
             waiting = np.concatenate([waiting, block])
             while len(waiting) >= target:
                 take = min(len(waiting), schedule.largest)
                 chunk, waiting = waiting[:take], waiting[take:]
-                yield listener.hears(await _decoded(decode, chunk, stats, last=False))
+                yield listener.hears(await _decoded(decode, chunk, stats, last=False, timed=listener))
                 target = next(sizes)
         stats.finish_reason = "length" if stats.codes >= max_frames else "stop"
         generated()
         while len(waiting):
             chunk, waiting = waiting[: schedule.largest], waiting[schedule.largest :]
-            yield listener.hears(await _decoded(decode, chunk, stats, last=not len(waiting)))
+            yield listener.hears(await _decoded(decode, chunk, stats, last=not len(waiting), timed=listener))
     finally:
+        if pending is not None and not pending.done():
+            with anyio.CancelScope(shield=True):
+                pending.cancel()  # the frames' generator must not be running when its owner closes it
+                with contextlib.suppress(BaseException):
+                    await pending
         stats.stall_s += listener.playback.stall_s
 
 
 class _Listener:
-    """The simulated listener of one generation (module docstring, "Stalls")."""
+    """The simulated listener of one generation (module docstring, "Stalls") and when the next cut is due
+    (module docstring, "Deadline cuts")."""
 
-    def __init__(self, due: Callable[[], float | None] | None, parked: Callable[[], float] | None) -> None:
+    def __init__(
+        self,
+        due: Callable[[], float | None] | None,
+        parked: Callable[[], float] | None,
+        clock: Callable[[], float],
+    ) -> None:
         self.playback = Playback(SAMPLE_RATE)
         self.due = due
         self.parked = parked
+        self.clock = clock
         self.parked_s = 0.0  # parked time already accounted for
+        self.last_decode_s = 0.0
+        self.arrivals: tuple[float, int, float, int] | None = None  # first block's clock and frames, last's
+
+    def arrived(self, frames: int) -> None:
+        """A block of ``frames`` frames came now."""
+        now, seen = self.clock(), self.arrivals
+        self.arrivals = (
+            (now, frames, now, frames) if seen is None else (seen[0], seen[1], now, seen[3] + frames)
+        )
+
+    def cut_in(self) -> float | None:
+        """Seconds until the frames waiting should be decoded whatever the schedule's size (0: now); None
+        before the first audio, or while the frames come slower than ``CUT_MIN_PACE`` of real time."""
+        end, seen = self.playback.end, self.arrivals
+        if end is None or seen is None:
+            return None
+        first_at, first_frames, last_at, frames = seen
+        if (
+            last_at > first_at
+            and (frames - first_frames) / (last_at - first_at) < CUT_MIN_PACE * FRAMES_PER_S
+        ):
+            return None
+        margin = max(CUT_MARGIN_S, CUT_DECODES * self.last_decode_s)
+        return max(0.0, end - margin - self.clock())
 
     def hears(self, audio: np.ndarray) -> np.ndarray:
         """``audio`` reaches the listener now."""
@@ -113,12 +182,17 @@ class _Listener:
         if self.parked is not None:
             parked = self.parked()
             idle, self.parked_s = parked - self.parked_s, parked
-        self.playback.emit(audio.size, time.monotonic(), idle)
+        self.playback.emit(audio.size, self.clock(), idle)
         return audio
 
 
-async def _decoded(decode: Decode, chunk: np.ndarray, stats: UtteranceStats, last: bool) -> np.ndarray:
-    """``decode(chunk)``, timed and traced (``traced_decode``); its samples counted."""
+async def _decoded(
+    decode: Decode, chunk: np.ndarray, stats: UtteranceStats, last: bool, timed: _Listener
+) -> np.ndarray:
+    """``decode(chunk)``, timed and traced (``traced_decode``); its samples counted, its time kept for the
+    next cut's margin."""
+    started = timed.clock()
     audio = await traced_decode(stats, len(chunk), last, lambda: decode(chunk))
+    timed.last_decode_s = timed.clock() - started
     stats.samples += audio.size
     return audio

@@ -1,4 +1,5 @@
-"""speak: frames to PCM through a codec stream, in chunks that start small and double."""
+"""speak: frames to PCM through a codec stream, in chunks that start small and double; an LM slower than
+twice real time gets the frames there are decoded before its listener runs dry."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import looptime
 import numpy as np
 import pytest
 import torch
 
+from app.audio.playback import Playback
 from app.core.stats import UtteranceStats
 from app.families.moss.codec.loading import load_codec
 from app.families.moss.codec.service import MossCodecService
@@ -148,3 +151,75 @@ async def test_a_later_parts_listener_counts_from_when_it_reaches_the_part(
     )
     assert len([c async for c in chunks]) == 1
     assert stats.stall_s == pytest.approx(stall_s, abs=0.05)
+
+
+class PacedLM:
+    """One frame per block at ``speed`` times real time (12.5 frames a second), on a fixed timeline of the
+    event loop's clock."""
+
+    def __init__(self, frames: np.ndarray, speed: float) -> None:
+        self.frames, self.gap_s = frames, 0.08 / speed
+
+    async def __aiter__(self) -> AsyncIterator[np.ndarray]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for index, frame in enumerate(self.frames):
+            await asyncio.sleep(max(0.0, started + (index + 1) * self.gap_s - loop.time()))
+            yield frame[None]
+
+
+class SlowDecode(Recorder):
+    """A Recorder whose decodes take 10 ms plus 2 ms a frame."""
+
+    async def __call__(self, chunk: np.ndarray) -> np.ndarray:
+        await asyncio.sleep(0.01 + 0.002 * len(chunk))
+        return await super().__call__(chunk)
+
+
+def listened(speed: float, cuts: bool) -> tuple[float, list[int], np.ndarray]:
+    """30 frames at ``speed`` through speak on a simulated clock: the stall of a listener who starts at the
+    first chunk, the decode sizes and the audio."""
+    loop = looptime.new_event_loop(start=0.0)
+
+    async def run() -> tuple[float, list[int], np.ndarray]:
+        decode, listener, chunks = SlowDecode(), Playback(24_000), []
+        frames = speak(
+            aiter(PacedLM(frames_of(30), speed)),
+            decode,
+            ChunkSchedule(1, 8, cuts),
+            100,
+            UtteranceStats(),
+            [],
+            clock=loop.time,
+        )
+        async for chunk in frames:
+            listener.emit(chunk.size, loop.time())
+            chunks.append(chunk)
+        return listener.stall_s, decode.sizes, np.concatenate(chunks)
+
+    try:
+        return loop.run_until_complete(run())
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("speed", [1.0, 1.3, 1.7])
+def test_an_lm_below_twice_real_time_gets_the_frames_there_are_before_its_listener_runs_dry(
+    speed: float,
+) -> None:
+    stall_s, sizes, audio = listened(speed, cuts=True)
+    assert stall_s < 0.001 and sum(sizes) == 30
+    np.testing.assert_array_equal(audio, np.repeat(frames_of(30)[:, 0].astype(np.float32), FRAME))
+    uncut_stall_s, uncut_sizes, _ = listened(speed, cuts=False)
+    assert uncut_sizes == [1, 2, 4, 8, 8, 7] and uncut_stall_s > 0.05  # the doubling sizes wait
+
+
+def test_an_lm_at_three_times_real_time_is_not_cut() -> None:
+    stall_s, sizes, _ = listened(3.0, cuts=True)
+    assert stall_s == 0.0 and sizes == [1, 2, 4, 8, 8, 7]
+
+
+def test_an_lm_far_slower_than_real_time_keeps_the_doubling_sizes() -> None:
+    """Its listener runs dry whatever the chunking (a CPU): cuts would only add codec calls."""
+    _, sizes, _ = listened(0.5, cuts=True)
+    assert sizes == [1, 2, 4, 8, 8, 7]
