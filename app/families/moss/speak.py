@@ -150,26 +150,32 @@ class _Listener:
         self.clock = clock
         self.parked_s = 0.0  # parked time already accounted for
         self.last_decode_s = 0.0
-        self.arrivals: tuple[float, int, float, int] | None = None  # first block's clock and frames, last's
+        self.first: tuple[float, int, float] | None = None  # clock, frames, parked s at the first block
+        self.last = (0.0, 0.0)  # clock and parked seconds at the last block
+        self.frames = 0  # frames so far
 
     def arrived(self, frames: int) -> None:
         """A block of ``frames`` frames came now."""
-        now, seen = self.clock(), self.arrivals
-        self.arrivals = (
-            (now, frames, now, frames) if seen is None else (seen[0], seen[1], now, seen[3] + frames)
-        )
+        now, parked = self.clock(), self.parked() if self.parked is not None else 0.0
+        if self.first is None:
+            self.first = (now, frames, parked)
+        self.frames += frames
+        self.last = (now, parked)
+
+    def pace(self) -> float | None:
+        """Frames a second since the first block, the time parked for text left out; None before a second
+        block."""
+        if self.first is None:
+            return None
+        at, frames, parked = self.first
+        span = self.last[0] - at - (self.last[1] - parked)
+        return (self.frames - frames) / span if span > 0 else None
 
     def cut_in(self) -> float | None:
         """Seconds until the frames waiting should be decoded whatever the schedule's size (0: now); None
         before the first audio, or while the frames come slower than ``CUT_MIN_PACE`` of real time."""
-        end, seen = self.playback.end, self.arrivals
-        if end is None or seen is None:
-            return None
-        first_at, first_frames, last_at, frames = seen
-        if (
-            last_at > first_at
-            and (frames - first_frames) / (last_at - first_at) < CUT_MIN_PACE * FRAMES_PER_S
-        ):
+        end, pace = self.playback.end, self.pace()
+        if end is None or (pace is not None and pace < CUT_MIN_PACE * FRAMES_PER_S):
             return None
         margin = max(CUT_MARGIN_S, CUT_DECODES * self.last_decode_s)
         return max(0.0, end - margin - self.clock())

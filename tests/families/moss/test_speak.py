@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import looptime
 import numpy as np
@@ -223,3 +224,34 @@ def test_an_lm_far_slower_than_real_time_keeps_the_doubling_sizes() -> None:
     """Its listener runs dry whatever the chunking (a CPU): cuts would only add codec calls."""
     _, sizes, _ = listened(0.5, cuts=True)
     assert sizes == [1, 2, 4, 8, 8, 7]
+
+
+def test_the_time_a_turn_waited_for_its_text_does_not_slow_its_pace() -> None:
+    """A realtime row parks while its text runs dry: after the wait its frames come near real time again
+    and are still cut, though over the whole span they came slower than real time."""
+    loop = looptime.new_event_loop(start=0.0)
+    parked: list[float] = []
+
+    async def frames() -> AsyncIterator[np.ndarray]:
+        for index, frame in enumerate(frames_of(30)):
+            if index == 10:  # the text ran dry for 1.5 s
+                await asyncio.sleep(1.5)
+                parked.append(1.5)
+            await asyncio.sleep(0.08 / 1.2)
+            yield frame[None]
+
+    async def run(waited: Any) -> list[int]:
+        decode = SlowDecode()
+        schedule = ChunkSchedule(1, 8, True)
+        chunks = speak(frames(), decode, schedule, 100, UtteranceStats(), [], parked=waited, clock=loop.time)
+        async for _ in chunks:
+            pass
+        return decode.sizes
+
+    try:
+        counted = loop.run_until_complete(run(lambda: sum(parked)))
+        parked.clear()
+        uncounted = loop.run_until_complete(run(None))
+    finally:
+        loop.close()
+    assert max(counted) <= 3 and max(uncounted[-3:]) == 8  # cut after the wait; the doubling sizes without
