@@ -578,8 +578,8 @@ class Stitcher:
 
     def _paced_release(self, start: int, end: int, samples: int, now: float) -> float | None:
         """When the first chunk (``samples`` of the window owning ``[start, end)``, decoded at ``now``) goes
-        out so that its listener still has the cut margin left when the LM, at the pace it kept so far,
-        has sent the codes of the shortest window a cut may make after it (module docstring, "Pace");
+        out so that its listener still has the time of a decode left when the LM, at the pace it kept so
+        far, has sent the codes of the shortest window a cut may make after it (module docstring, "Pace");
         None: at once (no cuts, no pace measured, or the codes come in time)."""
         cuts, arrivals = self._cuts, self._arrivals
         if cuts is None or arrivals is None or arrivals[2] <= arrivals[0]:
