@@ -60,7 +60,9 @@ the first chunk of a stream without a listener yet goes out at ``release_at`` (N
 at the pace the LM kept since its first code, the listener will still have the time of that cut's
 decode (``margin_factor`` times the first decode; under a load, its round of such windows) once those
 codes exist, at most ``PACE_HOLD_MAX_S`` after the decode. Its listener starts there (the caller holds
-the chunk until then). A faster LM, codes that came at once and a later part (``due``) are not held.
+the chunk until then). A faster LM, codes that came at once and a later part (``due``) are not held;
+nor is an LM slower than ``PACE_HOLD_MIN`` of real time (an embedded LM on a CPU): its listener runs dry
+later whatever the first wait, which would only delay its first audio.
 
 Load: the listener plays each window while the next one decodes, and the codec decodes every stream's
 windows. ``for_load`` fits the schedule to the codec's measured cost and the streams it serves
@@ -120,8 +122,9 @@ argument is the window's play-out deadline in ``time.monotonic()`` seconds (None
 
 LAST_WINDOW_SLACK = 0.1  # a last window grows to a bucket only when that adds at most this fraction
 PACE_HOLD_MAX_S = 0.3
-"""The longest the first audio waits for a slow LM's pace (module docstring, "Pace"): an LM far slower
-than real time leaves its listener dry later whatever the first wait."""
+"""The longest the first audio waits for a slow LM's pace (module docstring, "Pace")."""
+PACE_HOLD_MIN = 0.8
+"""An LM slower than this share of real time is not held (module docstring, "Pace")."""
 
 
 @dataclass(frozen=True)
@@ -580,7 +583,8 @@ class Stitcher:
         """When the first chunk (``samples`` of the window owning ``[start, end)``, decoded at ``now``) goes
         out so that its listener still has the time of a decode left when the LM, at the pace it kept so
         far, has sent the codes of the shortest window a cut may make after it (module docstring, "Pace");
-        None: at once (no cuts, no pace measured, or the codes come in time)."""
+        None: at once (no cuts, no pace measured, an LM far slower than real time, or the codes come in
+        time)."""
         cuts, arrivals = self._cuts, self._arrivals
         if cuts is None or arrivals is None or arrivals[2] <= arrivals[0]:
             return None
@@ -589,7 +593,7 @@ class Stitcher:
         fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * (end - start) - 1e-9))
         context = self._schedule.past_tokens + self._schedule.future_tokens
         missing = end + fewest + self._schedule.future_tokens - len(self._codes)
-        if missing <= 0:
+        if missing <= 0 or pace < PACE_HOLD_MIN * self._schedule.tokens_per_s:
             return None
         # the cut's decode: under a load its round (the first decode queued behind the other streams' first
         # windows, a wait their lengths already cover), else 1.5 times the first decode
