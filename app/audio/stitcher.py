@@ -112,6 +112,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.audio.pace import Pace
 from app.audio.playback import Playback
 from app.audio.round_cost import RoundCost
 from app.core.constants import SAMPLE_RATE, SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
@@ -434,7 +435,7 @@ class Stitcher:
         self._planned: int | None = None  # length of the last window decoded as planned (not cut)
         self._held: np.ndarray | None = None  # [L + R]: last window's samples around s * spt
         self._finished = False
-        self._arrivals: tuple[float, int, float] | None = None  # first feed's clock and codes, last feed's
+        self._pace = Pace()  # the LM's codes as they came
         self.release_at: float | None = None  # when the first chunk goes out (None: when decoded)
 
     async def feed(self, codes: list[int]) -> AsyncGenerator[np.ndarray, None]:
@@ -443,9 +444,7 @@ class Stitcher:
         if self._finished:
             raise RuntimeError("push() after flush()")
         if codes:
-            now = self._clock()
-            first = self._arrivals
-            self._arrivals = (now, len(codes), now) if first is None else (first[0], first[1], now)
+            self._pace.arrived(len(codes), self._clock())
         self._codes.extend(codes)
         while True:
             self._fit()
@@ -585,11 +584,9 @@ class Stitcher:
         far, has sent the codes of the shortest window a cut may make after it (module docstring, "Pace");
         None: at once (no cuts, no pace measured, an LM far slower than real time, or the codes come in
         time)."""
-        cuts, arrivals = self._cuts, self._arrivals
-        if cuts is None or arrivals is None or arrivals[2] <= arrivals[0]:
+        cuts, pace = self._cuts, self._pace.rate  # codes a second since the first
+        if cuts is None or pace is None:
             return None
-        first_at, first_codes, last_at = arrivals
-        pace = (len(self._codes) - first_codes) / (last_at - first_at)  # codes a second since the first
         fewest = max(cuts.min_cut_tokens, math.ceil(cuts.cut_growth * (end - start) - 1e-9))
         context = self._schedule.past_tokens + self._schedule.future_tokens
         missing = end + fewest + self._schedule.future_tokens - len(self._codes)
@@ -599,5 +596,5 @@ class Stitcher:
         # windows, a wait their lengths already cover), else 1.5 times the first decode
         load, decode_s = self._schedule.load, cuts.margin_factor * self._last_decode_s
         margin = decode_s if load is None else load.cover * load.seconds(fewest + context)
-        release = last_at + missing / pace + margin - samples / self.playback.sample_rate
+        release = self._pace.last_at + missing / pace + margin - samples / self.playback.sample_rate
         return None if release <= now else min(release, now + PACE_HOLD_MAX_S)

@@ -58,7 +58,7 @@ from app.families.moss.lm.types import (
     Turn,
 )
 from app.families.moss.settings import MossSettings
-from app.families.moss.speak import ChunkSchedule
+from app.families.moss.speak import FRAMES_PER_SECOND, ChunkSchedule
 from app.families.moss.stream import MossTextStream
 from app.families.moss.utterance import MossUtterance, PlannedPart
 from app.families.moss.voices import DEFAULT_VOICE, catalog, clip_paths, encode_clips
@@ -81,7 +81,6 @@ log = logging.getLogger(__name__)
 
 NAME = "moss"
 SAMPLE_RATE = 24_000
-FRAMES_PER_SECOND = 12.5
 MAX_FIRST_CHUNK_FRAMES = 64
 """Largest first decode a request's ``playback_speed`` may ask for (5.12 s; MOSS_MAX_CHUNK_FRAMES' bound)."""
 MIN_ROOM_FRAMES = 13

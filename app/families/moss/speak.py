@@ -24,18 +24,17 @@ first audio nothing is cut: there is no listener yet.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-import anyio
 import numpy as np
 
+from app.audio.pace import Pace
 from app.audio.playback import Playback
 from app.core.constants import SAMPLE_RATE
 from app.core.stats import UtteranceStats
+from app.families.shared.next_item import NextItem
 from app.families.shared.trace import traced_decode
 
 Decode = Callable[[np.ndarray], Awaitable[np.ndarray]]
@@ -44,7 +43,8 @@ Decode = Callable[[np.ndarray], Awaitable[np.ndarray]]
 CUT_DECODES = 1.5
 CUT_MIN_PACE = 0.9
 """Frames that came slower than this share of real time are not cut (module docstring)."""
-FRAMES_PER_S = SAMPLE_RATE / 1920
+FRAMES_PER_SECOND = SAMPLE_RATE / 1920
+"""Real time: 12.5 frames (80 ms each) a second."""
 CUT_MARGIN_S = 0.02
 """A cut comes when the listener has less audio left than 1.5 times the last decode, or this (a chunk of
 one frame plays 80 ms: a margin that long would cut right after every chunk)."""
@@ -95,20 +95,18 @@ async def speak(
     sizes = schedule.sizes()
     target = next(sizes)
     waiting = np.zeros((0, 16), dtype=np.int64)
-    pending: asyncio.Future[np.ndarray | None] | None = None
+    blocks = NextItem(frames)
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(frames, None))
             cut_in = listener.cut_in() if schedule.cuts and len(waiting) else None
             started = time.perf_counter()
-            await asyncio.wait({pending}, timeout=cut_in)
+            came = await blocks.wait(cut_in)
             stats.lm_wait_s += time.perf_counter() - started
-            if not pending.done():  # the listener is about to run dry: decode the frames there are
+            if not came:  # the listener is about to run dry: decode the frames there are
                 chunk, waiting = waiting[: schedule.largest], waiting[schedule.largest :]
                 yield listener.hears(await _decoded(decode, chunk, stats, last=False, timed=listener))
                 continue
-            block, pending = pending.result(), None
+            block = blocks.take()
             if block is None:
                 break
             listener.arrived(len(block))
@@ -126,11 +124,7 @@ async def speak(
             chunk, waiting = waiting[: schedule.largest], waiting[schedule.largest :]
             yield listener.hears(await _decoded(decode, chunk, stats, last=not len(waiting), timed=listener))
     finally:
-        if pending is not None and not pending.done():
-            with anyio.CancelScope(shield=True):
-                pending.cancel()  # the frames' generator must not be running when its owner closes it
-                with contextlib.suppress(BaseException):
-                    await pending
+        await blocks.cancel()  # the frames' generator must not be running when its owner closes it
         stats.stall_s += listener.playback.stall_s
 
 
@@ -150,32 +144,17 @@ class _Listener:
         self.clock = clock
         self.parked_s = 0.0  # parked time already accounted for
         self.last_decode_s = 0.0
-        self.first: tuple[float, int, float] | None = None  # clock, frames, parked s at the first block
-        self.last = (0.0, 0.0)  # clock and parked seconds at the last block
-        self.frames = 0  # frames so far
+        self.pace = Pace()  # the frames as they came
 
     def arrived(self, frames: int) -> None:
         """A block of ``frames`` frames came now."""
-        now, parked = self.clock(), self.parked() if self.parked is not None else 0.0
-        if self.first is None:
-            self.first = (now, frames, parked)
-        self.frames += frames
-        self.last = (now, parked)
-
-    def pace(self) -> float | None:
-        """Frames a second since the first block, the time parked for text left out; None before a second
-        block."""
-        if self.first is None:
-            return None
-        at, frames, parked = self.first
-        span = self.last[0] - at - (self.last[1] - parked)
-        return (self.frames - frames) / span if span > 0 else None
+        self.pace.arrived(frames, self.clock(), self.parked() if self.parked is not None else 0.0)
 
     def cut_in(self) -> float | None:
         """Seconds until the frames waiting should be decoded whatever the schedule's size (0: now); None
         before the first audio, or while the frames come slower than ``CUT_MIN_PACE`` of real time."""
-        end, pace = self.playback.end, self.pace()
-        if end is None or (pace is not None and pace < CUT_MIN_PACE * FRAMES_PER_S):
+        end, pace = self.playback.end, self.pace.rate
+        if end is None or (pace is not None and pace < CUT_MIN_PACE * FRAMES_PER_SECOND):
             return None
         margin = max(CUT_MARGIN_S, CUT_DECODES * self.last_decode_s)
         return max(0.0, end - margin - self.clock())

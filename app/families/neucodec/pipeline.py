@@ -5,7 +5,6 @@ Server-independent: the speech route, benchmarks and tests drive it the same way
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -17,6 +16,7 @@ from app.audio.round_cost import RoundCost
 from app.audio.stitcher import Stitcher, StitchSchedule
 from app.core.stats import UtteranceStats
 from app.families.neucodec.lm.types import GenerationParams, TokenSource
+from app.families.shared.next_item import NextItem
 from app.families.shared.trace import traced_decode
 
 Decode = Callable[[list[int], float | None], Awaitable[np.ndarray]]  # codes, play-out deadline
@@ -134,17 +134,14 @@ async def synthesize(
     observed = _ObservedDecode(decode, stats)
     stitcher = Stitcher(observed, schedule, clock=clock, load=load, due=due)
     hold = _FirstAudioHold(hold_codes, stats, due, clock, lambda: stitcher.release_at)
-    deltas = aiter(stream)
-    pending: asyncio.Task[list[int] | None] | None = None
+    deltas = NextItem(aiter(stream))
     try:
         while True:
             waited = time.perf_counter()
-            if pending is None:
-                pending = asyncio.ensure_future(anext(deltas, None))
             cut_in, hold_in = stitcher.cut_due_in(), hold.due_in()
-            await asyncio.wait({pending}, timeout=_earliest(cut_in, hold_in))
+            came = await deltas.wait(_earliest(cut_in, hold_in))
             stats.lm_wait_s += time.perf_counter() - waited
-            if not pending.done():
+            if not came:
                 if hold_in is not None and (cut_in is None or hold_in <= cut_in):
                     for chunk in hold.take(fired=True):  # its listener needs the held audio, or its time came
                         yield chunk
@@ -153,7 +150,7 @@ async def synthesize(
                         for chunk in hold.take(cut):
                             yield chunk
                 continue
-            codes, pending = pending.result(), None
+            codes = deltas.take()
             if codes is None:
                 break
             stats.codes += len(codes)
@@ -175,10 +172,7 @@ async def synthesize(
                 yield chunk
     finally:
         with anyio.CancelScope(shield=True):
-            if pending is not None and not pending.done():
-                pending.cancel()  # the generator must not be running when it is closed
-                with contextlib.suppress(BaseException):
-                    await pending
+            await deltas.cancel()  # the generator must not be running when it is closed
             await stream.aclose()
         stats.stall_s += stitcher.stall_s
         stats.prompt_tokens = stream.prompt_tokens
