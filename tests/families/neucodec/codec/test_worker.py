@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import Counter
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -12,7 +14,7 @@ import torch
 
 from app.codec.batcher import BatcherClosed
 from app.families.neucodec.codec.decoder import NeuCodecDecoder
-from app.families.neucodec.codec.worker import CodecOptions, CodecWorker
+from app.families.neucodec.codec.worker import WARMUP_RUNS, CodecOptions, CodecWorker
 
 HOP = 480
 
@@ -208,6 +210,47 @@ async def test_warm_up_decodes_are_timed_before_any_request(tiny_decoder: NeuCod
         await codec.close()
     assert [audio_s for audio_s, _ in batches] == pytest.approx([20 * HOP / 24000, 64 * HOP / 24000, 0.06])
     assert all(compute_s > 0 for _, compute_s in batches)
+
+
+class SlowAtFirst:
+    """The real decoder; every call of a window length but the last of the warm-up's takes ``delay`` longer
+    (its set-up, and other loading on a machine that is starting)."""
+
+    def __init__(self, decoder: NeuCodecDecoder, delay: float) -> None:
+        self.decoder = decoder
+        self.config = decoder.config
+        self.delay = delay
+        self.calls: Counter[int] = Counter()
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        self.calls[codes.shape[1]] += 1
+        if self.calls[codes.shape[1]] <= WARMUP_RUNS:
+            time.sleep(self.delay)
+        return self.decoder.decode(codes)
+
+
+async def test_warm_up_reports_the_fastest_of_its_timed_decodes(tiny_decoder: NeuCodecDecoder) -> None:
+    """A decode slowed by startup (a length's first call, other loading beside it) is not what the decode
+    cost starts from: each warm-up length is decoded untimed once, then timed WARMUP_RUNS times, and the
+    fastest goes to the cost."""
+    delay = 0.3
+    slow = SlowAtFirst(tiny_decoder, delay)
+    batches: list[tuple[float, float]] = []
+    codec = CodecWorker(
+        slow,  # type: ignore[arg-type]
+        "cpu",
+        options=CodecOptions(warmup_lengths=(20, 64)),
+        decoded=lambda audio_s, compute_s: batches.append((audio_s, compute_s)),
+    )
+    codec.start()
+    try:
+        await codec.decode([1, 2, 3])
+    finally:
+        await codec.close()
+    assert slow.calls[20] == slow.calls[64] == 1 + WARMUP_RUNS
+    warm = batches[:2]
+    assert [audio_s for audio_s, _ in warm] == pytest.approx([20 * HOP / 24000, 64 * HOP / 24000])
+    assert all(0 < compute_s < delay for _, compute_s in warm), warm
 
 
 class FailsLong:
