@@ -211,26 +211,26 @@ class CodecWorker:
         try:
             for n in self.options.warmup_lengths:
                 codes = [(i * 7919) % self._codebook_size for i in range(n)]
-                times, samples = [], 0
-                for _ in range(1 + WARMUP_RUNS):  # the first call of a length pays its set-up: not timed
-                    batch = self.runner.prepare([codes])  # run() gives its buffer back: one per call
-                    started = time.perf_counter()
-                    with torch.inference_mode():
-                        rows, _ = self.runner.run(batch)
-                    times.append(time.perf_counter() - started)
-                    samples = sum(row.size for row in rows if isinstance(row, np.ndarray))
-                if self._decoded is not None and samples:
-                    self._decoded(samples / SAMPLE_RATE, min(times[1:]))
+                # the first call of a length pays its set-up: not timed; run() gives its buffer back, so
+                # each call is prepared anew
+                runs = [self._timed_decode(self.runner.prepare([codes])) for _ in range(1 + WARMUP_RUNS)]
+                if self._decoded is not None:
+                    self._decoded(runs[0][2], min(seconds for *_, seconds in runs[1:]))
         except Exception:  # the requests' own decodes will say what is wrong
             log.warning("the codec's warm-up decode failed", exc_info=True)
 
-    def _run_decode(self, batch: PreparedBatch) -> tuple[list[np.ndarray | BaseException], bool]:
+    def _timed_decode(self, batch: PreparedBatch) -> tuple[list[np.ndarray], bool, float, float]:
+        """Decode ``batch``: its rows' audio, whether a graph ran, the audio seconds and the seconds taken."""
         started = time.perf_counter()
         with torch.inference_mode():
             rows, graph = self.runner.run(batch)
+        seconds = time.perf_counter() - started
+        return rows, graph, sum(row.size for row in rows) / SAMPLE_RATE, seconds
+
+    def _run_decode(self, batch: PreparedBatch) -> tuple[list[np.ndarray | BaseException], bool]:
+        rows, graph, audio_s, seconds = self._timed_decode(batch)
         if self._decoded is not None:
-            samples = sum(row.size for row in rows if isinstance(row, np.ndarray))
-            self._decoded(samples / SAMPLE_RATE, time.perf_counter() - started)
+            self._decoded(audio_s, seconds)
         return list(rows), graph
 
     def _run_encode(self, audios: list[np.ndarray]) -> tuple[list[list[int] | BaseException], bool]:
