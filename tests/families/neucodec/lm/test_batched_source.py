@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -192,23 +193,29 @@ async def test_a_request_cancelled_mid_prefill_leaves_its_group(
     tasks: list[asyncio.Task[tuple[list[int], str | None]]] = []
     real = SpeechTokenEngine._prefill_step
 
+    gone = threading.Event()  # set once the first task has ended (its handoff is cancelled by then)
+
     def prefill_step(engine: SpeechTokenEngine, group: Any, batch: Any) -> None:
         if len(forwards) == 3:  # mid-prefill: the first request's stream is closed
             loop.call_soon_threadsafe(tasks[0].cancel)
+            real(engine, group, batch)
+            # the engine thread waits for the loop to deliver the cancel, however busy the machine
+            assert gone.wait(timeout=30)
+            return
         real(engine, group, batch)
 
     monkeypatch.setattr(SpeechTokenEngine, "_prefill_step", prefill_step)
     await lm.start()
     try:
         tasks.extend(asyncio.create_task(run(lm.generate(p))) for p in todo)
+        tasks[0].add_done_callback(lambda _: gone.set())
         results = await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await lm.close()
     assert isinstance(results[0], asyncio.CancelledError)
     assert [codes for codes, _ in results[1:]] == [alone[p] for p in todo[1:]]  # type: ignore[misc]
     sizes = [rows for kind, rows, _ in forwards if kind == "prefill"]
-    threes = sizes.count(3)
-    assert 3 <= threes <= 5 and sizes == [3] * threes + [2] * (len(sizes) - threes) and sizes[-1] == 2
+    assert sizes[:4] == [3] * 4 and sizes[4:] and set(sizes[4:]) == {2}  # it left after the 4th chunk
 
 
 async def test_rows_keep_their_own_seeds_and_parameters(source: TransformersTokenSource) -> None:
