@@ -196,7 +196,7 @@ async def speak(
     loop = asyncio.get_running_loop()
     asked = loop.time()
     try:
-        await admission.acquire()
+        started = await admission.acquire()
     except RateLimited:
         return Outcome(refused=True)
     try:
@@ -218,7 +218,7 @@ async def speak(
         assert first is not None
         return Outcome(False, first - asked, listener.stall_s, samples / listener.sample_rate)
     finally:
-        admission.release()
+        admission.release(started)
 
 
 async def scenario(
@@ -230,7 +230,10 @@ async def scenario(
     metrics.capacity.rules.append(family.admits)
     s = settings
     viability = Viability(s.VIABILITY_LM_FLOOR, s.VIABILITY_WAIT_S) if s.VIABILITY_CHECK else None
-    admission = Admission(s.MAX_CONCURRENT_STREAMS, s.MAX_QUEUED_STREAMS, s.QUEUE_WAIT_S, metrics, viability)
+    clock = asyncio.get_running_loop().time  # the simulated clock
+    admission = Admission(
+        s.MAX_CONCURRENT_STREAMS, s.MAX_QUEUED_STREAMS, s.QUEUE_WAIT_S, metrics, viability, clock
+    )
     codec = ModeledCodec(fixed_s, per_code_s, settings.CODEC_CPU_BATCH_CODES, metrics)
     server = asyncio.create_task(codec.run())
     for length in WARMUP_LENGTHS:  # the codec worker's startup decodes

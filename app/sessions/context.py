@@ -52,9 +52,9 @@ Emit = Callable[[Event], Awaitable[None]]
 class Admission(Protocol):
     """The server's stream slots (``app.api.admission.Admission``)."""
 
-    async def acquire(self) -> None: ...
+    async def acquire(self) -> float: ...
 
-    def release(self) -> None: ...
+    def release(self, started: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -173,13 +173,12 @@ class Context:
             "tts.realtime.context",
             {**plan.job.attributes, "tts.model": plan.job.model, "realtime.context": self.id},
         )
-        acquired = False
+        acquired: float | None = None  # the slot's start, once taken
         chain: PostChain | None = None
         try:
             async with asyncio.timeout(self.limits.turn_s):
                 if self.admission is not None:
-                    await self.admission.acquire()
-                    acquired = True
+                    acquired = await self.admission.acquire()
                 self.stream = await plan.family.open_stream(plan.job)
                 chain = PostChain(plan.post)
                 await self._both(self._read(self.stream), self._speak(self.stream, chain))
@@ -207,8 +206,8 @@ class Context:
             with anyio.CancelScope(shield=True):
                 if chain is not None:
                     chain.close()
-                if acquired and self.admission is not None:
-                    self.admission.release()
+                if acquired is not None and self.admission is not None:
+                    self.admission.release(acquired)
                 span.set({"tts.codes": self.stats.codes, "realtime.outcome": self.outcome})
                 span.end()
                 self._record()

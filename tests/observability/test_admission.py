@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.admission import Admission
+from app.api.admission import RETRY_AFTER_MOST_S, Admission
 from app.core.errors import RateLimited
 from app.main import create_app
 from app.observability.metrics import Metrics
@@ -24,31 +24,31 @@ BODY = {"input": "Hello there.", "voice": "husein"}
 
 async def test_slots_queue_in_order_and_hand_over() -> None:
     admission = Admission(max_active=1, max_queued=2, wait_s=5, metrics=Metrics())
-    await admission.acquire()
+    starts = [await admission.acquire()]
     order: list[int] = []
 
     async def wait(n: int) -> None:
-        await admission.acquire()
+        starts.append(await admission.acquire())
         order.append(n)
 
     waiters = [asyncio.create_task(wait(n)) for n in (1, 2)]
     await asyncio.sleep(0.01)
     with pytest.raises(RateLimited) as refused:
         await admission.acquire()  # queue full
-    assert refused.value.headers == {"Retry-After": "5"}
-    admission.release()
+    assert refused.value.headers == {"Retry-After": "5"}  # no hold has ended: the fixed wait
+    admission.release(starts[0])
     await asyncio.sleep(0.01)
     assert order == [1] and admission.active == 1
-    admission.release()
+    admission.release(starts[1])
     await asyncio.gather(*waiters)
     assert order == [1, 2]
-    admission.release()
+    admission.release(starts[2])
     assert admission.active == 0
 
 
 async def test_wait_runs_out_and_cancelled_waiters_leave_the_queue() -> None:
     admission = Admission(max_active=1, max_queued=4, wait_s=0.05, metrics=Metrics())
-    await admission.acquire()
+    started = await admission.acquire()
     with pytest.raises(RateLimited, match=r"no slot within 0\.05 s"):
         await admission.acquire()
     admission.wait_s = 5
@@ -57,10 +57,65 @@ async def test_wait_runs_out_and_cancelled_waiters_leave_the_queue() -> None:
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter
-    admission.release()
+    admission.release(started)
     assert admission.active == 0
     await admission.acquire()  # the cancelled waiter did not take the slot
     assert admission.active == 1
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_retry_after_is_when_the_slots_it_needs_are_expected_back() -> None:
+    clock = Clock()
+    admission = Admission(max_active=2, max_queued=1, wait_s=1.0, metrics=Metrics(), clock=clock)
+    for held in (10.0, 20.0, 30.0):  # recent streams held their slot 10, 20 and 30 s
+        started = await admission.acquire()
+        clock.now += held
+        admission.release(started)
+    old = await admission.acquire()
+    clock.now += 15.0
+    young = await admission.acquire()
+    clock.now += 2.0  # held 17 s (longer holds: 20, 30 -> 8 s left) and 2 s (10, 20, 30 -> 18 s left)
+    queued = asyncio.create_task(admission.acquire())
+    await asyncio.sleep(0.01)
+    with pytest.raises(RateLimited, match="the wait queue is full") as refused:
+        await admission.acquire()  # behind the queued one: the second slot back
+    assert refused.value.headers == {"Retry-After": "18"}
+    with pytest.raises(RateLimited, match="no slot within") as refused:
+        await queued  # nobody ahead of it: the first slot back
+    assert refused.value.headers == {"Retry-After": "8"}
+    clock.now += 40.0  # both outlived every recent hold: the median, 20 s, from now
+    with pytest.raises(RateLimited) as alone:
+        await admission.acquire()
+    assert alone.value.headers == {"Retry-After": "20"}
+    admission.release(old)
+    admission.release(young)
+    assert admission.active == 0
+
+
+async def test_retry_after_is_at_most_a_minute_and_at_least_a_second() -> None:
+    clock = Clock()
+    admission = Admission(max_active=1, max_queued=0, wait_s=5, metrics=Metrics(), clock=clock)
+    started = await admission.acquire()
+    clock.now += 600.0  # a ten-minute stream
+    admission.release(started)
+    started = await admission.acquire()
+    with pytest.raises(RateLimited) as refused:
+        await admission.acquire()
+    assert refused.value.headers == {"Retry-After": str(RETRY_AFTER_MOST_S)}
+    clock.now += 599.8
+    with pytest.raises(RateLimited) as refused:
+        await admission.acquire()
+    assert refused.value.headers == {"Retry-After": "1"}  # 0.2 s left: the header's smallest
+    admission.release(started)
 
 
 def limited_app(codec_dir: Path, fake: FakeVLLM, **overrides: object) -> FastAPI:

@@ -135,16 +135,34 @@ async def test_refused_for_viability_with_retry_after_and_counted() -> None:
     assert got[("tts_viability_streams_total", (("outcome", "refused"),))] == 1
 
 
+async def test_a_viability_refusal_says_when_a_stream_is_expected_to_end() -> None:
+    """Room for one more comes when one admitted stream ends: its Retry-After is the soonest expected end
+    (by how long recent streams held their slot), not the fixed wait."""
+    metrics, now = Metrics(), [0.0]
+    metrics.capacity.rules.append(lambda streams: streams <= 2)
+    admission = Admission(10, 4, 5.0, metrics, Viability(lm_floor=0.8, wait_s=0.05), clock=lambda: now[0])
+    started = await admission.acquire()
+    now[0] += 9.0  # a stream of 9 s
+    admission.release(started)
+    await admission.acquire()
+    now[0] += 2.0
+    await admission.acquire()
+    now[0] += 1.0  # held 3 s and 1 s: the first is expected back in 6 s
+    with pytest.raises(RateLimited, match="ahead of real time") as refused:
+        await admission.acquire()
+    assert refused.value.headers == {"Retry-After": "6"}
+
+
 async def test_a_waiting_stream_is_admitted_when_one_ends() -> None:
     metrics = Metrics()
     metrics.capacity.rules.append(lambda streams: streams <= 2)
     admission = Admission(10, 4, 5.0, metrics, Viability(lm_floor=0.8, wait_s=5.0))
-    await admission.acquire()
+    started = await admission.acquire()
     await admission.acquire()
     waiter = asyncio.create_task(admission.acquire())
     await asyncio.sleep(0.01)
     assert not waiter.done() and admission.active == 2
-    admission.release()
+    admission.release(started)
     await asyncio.wait_for(waiter, 1.0)
     assert admission.active == 2
     got = samples(metrics.exposition().decode())
