@@ -64,10 +64,14 @@ class Admission:
         self.max_queued = max_queued
         self.wait_s = wait_s
         self.viability = viability  # None: slots only
-        self.active = 0
         self._waiters: deque[asyncio.Future[float]] = deque()  # each set to its slot's start
         self._metrics = metrics
-        self._times = SlotTimes(clock)
+        self._times = SlotTimes(clock)  # one start per slot held
+
+    @property
+    def active(self) -> int:
+        """Streams holding a slot now."""
+        return self._times.held
 
     def _retry_after(self, slots: int, fallback_s: float) -> dict[str, str]:
         """The header telling a refused client when ``slots`` slots are expected back."""
@@ -113,10 +117,10 @@ class Admission:
         """Take a slot, waiting in the queue if needed; RateLimited when none comes. Returns the slot's
         start, to pass to ``release``."""
         if not self._waiters and self._slot_free() and self._viable():
-            self.active += 1
+            started = self._times.start()
             self._count("admitted")
             self._gauges()
-            return self._times.start()
+            return started
         for_slot = not self._slot_free()
         if len(self._waiters) >= self.max_queued:  # room for it once every waiter has had a slot
             raise self._rejected("the wait queue is full", len(self._waiters) + 1, self.wait_s)
@@ -156,7 +160,6 @@ class Admission:
     def release(self, started: float) -> None:
         """Give back the slot ``acquire`` started at ``started``, then admit the waiters that now fit,
         first come first."""
-        self.active -= 1
         self._times.end(started)
         self._wake()
         self._gauges()
@@ -165,7 +168,6 @@ class Admission:
         while self._waiters and self._slot_free() and self._viable():
             waiter = self._waiters.popleft()
             if not waiter.done():
-                self.active += 1
                 waiter.set_result(self._times.start())
 
 

@@ -27,6 +27,11 @@ class SlotTimes:
         self._held: deque[float] = deque(maxlen=HISTORY)  # seconds each recent hold lasted
         self._starts: list[float] = []  # clock time each slot held now was taken
 
+    @property
+    def held(self) -> int:
+        """Slots held now."""
+        return len(self._starts)
+
     def start(self) -> float:
         """A slot is taken now; returns its start, to pass to ``end``."""
         now = self._clock()
