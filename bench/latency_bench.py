@@ -21,7 +21,9 @@ burst of N concurrent streamed pcm requests of ``--tokens`` speech tokens each. 
 the first audio byte, and the total stall of a simulated listener that starts playing at the first byte
 and plays in real time (the time its buffer is empty before the last byte); a 429 is a refusal. Then
 an instant LM (every token in one event): ``--instant-streams`` closed-loop streams of 2 requests (a
-refused one sent again after its ``Retry-After``), audio seconds per wall second. Reported per server
+refused one sent again after its ``Retry-After``), audio seconds per wall second, and what that loop
+cost each server (``/metrics`` before and after: the share of the time the codec decoded, decode windows
+per request and per batch, the viability check's outcomes, the median first audio). Reported per server
 and cell: first audio p50/p95, the worst stream's total stall, the streams that stalled, refusals
 (medians over rounds); prints JSON and a table; ``--out`` writes the JSON under ``bench/results/``.
 Run it alone on
@@ -44,6 +46,7 @@ from typing import Any
 
 import aiohttp
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from app.audio.playback import Playback
 from bench.bench import percentile, speech_url
@@ -151,9 +154,24 @@ async def check_one_generation(url: str, tokens: int) -> None:
         )
 
 
-async def closed_loop(url: str, streams: int, per_stream: int, tokens: int, salt: int) -> float:
-    """Audio seconds per wall second of ``streams`` streams speaking ``per_stream`` requests each."""
+@dataclass
+class Loop:
+    """A closed loop's outcome: audio seconds, wall seconds, and each served request's first audio (s from
+    its last sending; a refused request's wait for its ``Retry-After`` not counted)."""
+
+    audio_s: float
+    wall_s: float
+    first_audio_s: list[float]
+
+    @property
+    def audio_s_per_s(self) -> float:
+        return self.audio_s / self.wall_s
+
+
+async def closed_loop(url: str, streams: int, per_stream: int, tokens: int, salt: int) -> Loop:
+    """``streams`` streams speaking ``per_stream`` requests each, one after the other."""
     timeout = aiohttp.ClientTimeout(total=600)
+    firsts: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=streams), timeout=timeout) as s:
 
         async def stream(index: int) -> float:
@@ -166,11 +184,58 @@ async def closed_loop(url: str, streams: int, per_stream: int, tokens: int, salt
                         break
                     await asyncio.sleep(float(result.retry_after or 1))
                 audio += result.audio_s
+                firsts.append(result.first_audio_s)
             return audio
 
         started = time.perf_counter()
         audio = sum(await asyncio.gather(*(stream(i) for i in range(streams))))
-        return audio / (time.perf_counter() - started)
+        return Loop(audio, time.perf_counter() - started, firsts)
+
+
+WORK_SAMPLES = {
+    ("tts_codec_compute_seconds_sum", "decode"): "decode_s",
+    ("tts_codec_compute_seconds_count", "decode"): "batches",
+    ("tts_codec_batch_size_sum", "decode"): "windows",
+    ("tts_viability_streams_total", "admitted"): "admitted",
+    ("tts_viability_streams_total", "waited"): "waited",
+    ("tts_viability_streams_total", "refused"): "refused",
+}
+"""The server's counters a closed loop's work is read from (``/metrics``), by sample name and label."""
+
+
+async def server_work(url: str) -> dict[str, float]:
+    """The counters of ``WORK_SAMPLES`` of the server at ``url`` now."""
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+        return work_from_text(await response.text())
+
+
+def work_from_text(text: str) -> dict[str, float]:
+    """The counters of ``WORK_SAMPLES`` in a Prometheus exposition (0 for one not exported yet)."""
+    got = dict.fromkeys(WORK_SAMPLES.values(), 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            label = sample.labels.get("queue") or sample.labels.get("outcome")
+            name = WORK_SAMPLES.get((sample.name, label or ""))
+            if name is not None:
+                got[name] = sample.value
+    return got
+
+
+def loop_work(before: dict[str, float], after: dict[str, float], loop: Loop) -> dict[str, float]:
+    """What a closed loop cost the server: the share of its wall time the codec decoded, decode windows
+    per request and per batch, requests admitted at once, after a wait, refused (viability check), and
+    the served requests' median first audio."""
+    d = {key: after[key] - before[key] for key in after}
+    requests = len(loop.first_audio_s)
+    return {
+        "decode_busy": round(d["decode_s"] / loop.wall_s, 3),
+        "windows_per_request": round(d["windows"] / requests, 2) if requests else math.nan,
+        "windows_per_batch": round(d["windows"] / d["batches"], 2) if d["batches"] else math.nan,
+        "admitted": d["admitted"],
+        "waited": d["waited"],
+        "refused": d["refused"],
+        "first_audio_s_p50": round(float(np.median(loop.first_audio_s)), 3) if requests else math.nan,
+    }
 
 
 async def set_pace(lm_url: str, tokens_per_s: float, per_event: int, per_word: int | None = None) -> None:
@@ -246,6 +311,7 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
             await check_one_generation(server.url, args.tokens)
         raw: dict[str, dict[str, list[list[Result]]]] = {s.name: {} for s in servers}
         throughput: dict[str, list[float]] = {s.name: [] for s in servers}
+        work: dict[str, list[dict[str, float]]] = {s.name: [] for s in servers}
         for round_ in range(args.rounds):
             for rate in rates:
                 await set_pace(lm_url, rate, 1)
@@ -265,10 +331,14 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
             await set_pace(lm_url, 0, 100_000)
             for server in servers:
                 n = args.instant_streams
-                throughput[server.name].append(await closed_loop(server.url, n, 2, args.tokens, round_))
+                before = await server_work(server.url)
+                loop = await closed_loop(server.url, n, 2, args.tokens, round_)
+                throughput[server.name].append(loop.audio_s_per_s)
+                work[server.name].append(loop_work(before, await server_work(server.url), loop))
                 print(
                     f"round {round_ + 1} {server.name:<8} instant LM x{n}: "
-                    f"{throughput[server.name][-1]:.2f} audio s/s",
+                    f"{loop.audio_s_per_s:.2f} audio s/s, "
+                    + ", ".join(f"{key} {value:g}" for key, value in work[server.name][-1].items()),
                     file=sys.stderr,
                 )
     rows: dict[str, Any] = {}
@@ -276,6 +346,7 @@ async def run(args: argparse.Namespace, codec_dir: Path, logs: Path) -> dict[str
         rows[name] = {key: cell(value) for key, value in cells.items()}
         rows[name]["instant_audio_s_per_s"] = round(float(np.median(throughput[name])), 3)
         rows[name]["instant_by_round"] = [round(t, 3) for t in throughput[name]]
+        rows[name]["instant_work_by_round"] = work[name]
     return rows
 
 
