@@ -14,6 +14,7 @@ from app.families.neucodec.codec.backbone import Backbone
 from app.families.neucodec.codec.config import NeuCodecConfig
 from app.families.neucodec.codec.fsq import FSQLookup
 from app.families.neucodec.codec.istft import ISTFTHead
+from app.families.neucodec.codec.packed import Packing
 
 
 class Generator(nn.Module):
@@ -54,6 +55,16 @@ class NeuCodecDecoder(nn.Module):
         x = self.fc_post_a(self.generator.quantizer(codes))  # [B, T, hidden_dim]
         x = self.generator.backbone(x)  # [B, T, hidden_dim]
         return self.generator.head(x)
+
+    def forward_packed(self, codes: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+        """Windows of ``lengths`` codes packed back to back, ``[N]`` int codes (already validated, on this
+        module's device) -> each window's ``[T_i * hop]`` audio, as each decodes alone
+        (``app.families.neucodec.codec.packed``)."""
+        packing = Packing(lengths, codes.device)
+        x = self.fc_post_a(self.generator.quantizer(codes[None]))  # [1, N, hidden_dim]
+        x = self.generator.backbone(x, packing)  # [1, N, hidden_dim]
+        projected = self.generator.head.out(x)  # [1, N, n_fft + 2]
+        return [self.generator.head.waveform(part)[0] for part in packing.split(projected)]
 
     @torch.inference_mode()
     def decode(self, codes: torch.Tensor) -> torch.Tensor:

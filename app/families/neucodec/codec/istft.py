@@ -63,10 +63,10 @@ class ISTFTHead(nn.Module):
         self.istft = ISTFT(n_fft, hop_length)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._waveform(self.out(x))
+        return self.waveform(self.out(x))
 
     @torch.compiler.disable
-    def _waveform(self, projected: torch.Tensor) -> torch.Tensor:
+    def waveform(self, projected: torch.Tensor) -> torch.Tensor:
         """``[B, T, n_fft + 2]`` -> ``[B, T * hop_length]``. Left out of ``torch.compile`` (TORCH_COMPILE):
         inductor generates no code for complex operators, and the ISTFT is a small share of the decoder."""
         log_mag, phase = projected.float().chunk(2, dim=-1)  # each [B, T, n_fft // 2 + 1]

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from app.families.neucodec.codec.packed import Spans
+
 GROUPS = 32
 NORM_EPS = 1e-6
 
@@ -25,7 +27,11 @@ class ResnetBlock(nn.Module):
         self.norm2 = nn.GroupNorm(GROUPS, channels, eps=NORM_EPS)
         self.conv2 = nn.Conv1d(channels, channels, kernel_size=3, padding=1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.conv1(F.silu(self.norm1(x)))
-        h = self.conv2(F.silu(self.norm2(h)))
-        return x + h
+    def forward(self, x: torch.Tensor, spans: Spans | None = None) -> torch.Tensor:
+        """``spans``: packed windows on the gapped layout (``app.families.neucodec.codec.packed``), whose
+        gaps ``x`` holds zeros and the output keeps so."""
+        if spans is None:
+            h = self.conv1(F.silu(self.norm1(x)))
+            return x + self.conv2(F.silu(self.norm2(h)))
+        h = spans.zero_gaps(self.conv1(F.silu(spans.group_norm(self.norm1, x))))
+        return x + spans.zero_gaps(self.conv2(F.silu(spans.group_norm(self.norm2, h))))

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from app.families.neucodec.codec.packed import Spans
+
 NORM_EPS = 1e-6
 ROPE_BASE = 10_000.0
 
@@ -68,14 +70,16 @@ class Attention(nn.Module):
         self.c_proj = nn.Linear(dim, dim, bias=False)
         self.rotary = HeadIndexedRotary(heads, dim // heads)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, spans: Spans | None = None) -> torch.Tensor:
+        """``spans``: packed windows (``app.families.neucodec.codec.packed``), each attending to itself."""
         batch, time, dim = x.shape
         qkv = self.c_attn(x).view(batch, time, 3, self.heads, dim // self.heads)  # [B, T, 3, H, D]
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each [B, H, T, D]
         q, k = self.rotary(q), self.rotary(k)
         if self.float32_attention:
             q, k, v = q.float(), k.float(), v.float()
-        y = F.scaled_dot_product_attention(q, k, v).to(x.dtype)  # [B, H, T, D]
+        attend = F.scaled_dot_product_attention if spans is None else spans.attend
+        y = attend(q, k, v).to(x.dtype)  # [B, H, T, D]
         y = y.transpose(1, 2).reshape(batch, time, dim)  # [B, H, T, D] -> [B, T, H*D]
         return self.c_proj(y)
 
@@ -102,6 +106,6 @@ class TransformerBlock(nn.Module):
         self.att = Attention(dim, heads)
         self.mlp = MLP(dim)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.att(self.att_norm(x))
+    def forward(self, x: torch.Tensor, spans: Spans | None = None) -> torch.Tensor:
+        x = x + self.att(self.att_norm(x), spans)
         return x + self.mlp(self.ffn_norm(x))
