@@ -27,10 +27,11 @@ first window works: the codec cannot keep ``streams`` real-time streams fed with
 (``first_window`` returns None), which is what the admission's viability check refuses before it
 happens.
 
-A round is one decode when the codec batches all its windows: they share one length (streams that
-start under the same load do) and fit one batch (on a CPU ``CODEC_CPU_BATCH_CODES`` codes, at most
-``MAX_BATCH_SIZE`` windows). A round split over several batches pays ``fixed_s`` once per batch, which
-this model does not count; the default batch holds 16 streams' windows of 64 codes, 8 of 128.
+A round is one decode when the codec batches all its windows: they fit one batch (on a CPU, windows
+of any lengths packed, ``CODEC_CPU_BATCH_CODES`` codes; on an accelerator windows of one length, as
+streams that start under the same load have; at most ``MAX_BATCH_SIZE`` windows). A round split over
+several batches pays ``fixed_s`` once per batch, which this model does not count; the default batch
+holds 16 streams' windows of 64 codes, 8 of 128.
 
 The figures come from the codec's measured cost (``app.observability.capacity.DecodeCost``) and the
 number of streams being served; on a fast codec (an accelerator) ``F`` is below the configured first

@@ -1,4 +1,4 @@
-"""Cross-request dynamic batching of codec work, exact by construction, earliest deadline first.
+"""Cross-request dynamic batching of codec work, earliest deadline first; an item's result is its own.
 
 ``await batcher.submit(item, deadline)`` from any request. ``deadline`` (``time.monotonic()`` seconds)
 is when the item's result is needed: for a decode window, the moment its listener will have played
@@ -7,9 +7,10 @@ thread per batcher owns the device and nothing polls: it sleeps on a condition u
 then
 
 - picks the next batch from a ``DeadlineQueue`` (``app.codec.deadlines``): the most urgent live item and
-  up to ``max_batch - 1`` more items of the same ``key`` (the exact window length for decodes: batches
-  are never padded in time), most urgent first, or fewer where ``rows(key)`` says so (a CPU batches
-  short windows only); cancelled items are dropped;
+  up to ``max_batch - 1`` more items of the same ``key`` (decodes on an accelerator: the exact window
+  length, batches are never padded in time; on a CPU any length, the windows packed), most urgent
+  first, and with a ``budget`` only while their ``weight`` (a window's codes) adds up to at most that (a
+  CPU batches short windows only); cancelled items are dropped;
 - when the batch is not full and its most urgent item was queued less than ``window_s`` ago, waits until
   then (or until the batch would be full) for more items to share it: only when the device was idle;
   a device that was busy has let the queue fill meanwhile;
@@ -141,7 +142,8 @@ class Batcher(Generic[T, R, P]):
         max_batch: int,
         timeout_s: float,
         deadlines: bool = True,
-        rows: Callable[[Hashable], int] | None = None,
+        weight: Callable[[T], int] = lambda payload: 1,
+        budget: int | None = None,
         bind_thread: Callable[[], None] = lambda: None,
         warmup: Callable[[], None] = lambda: None,
         observer: BatchObserver | None = None,
@@ -156,8 +158,7 @@ class Batcher(Generic[T, R, P]):
         self._run = run
         self._window_s = window_s
         self.max_batch = max_batch
-        self._key = key
-        self._rows = rows  # most items of a key in one batch (capped at max_batch); None: max_batch
+        self.budget = budget  # most weight in one batch (the first item always goes); None: no bound
         self._timeout_s = timeout_s
         self.deadlines = deadlines
         self._bind_thread = bind_thread
@@ -165,16 +166,12 @@ class Batcher(Generic[T, R, P]):
         self.stats = BatchStats()  # replaceable (a bench resets it between runs)
         self._observer = observer
         self._spans = spans  # None: no tracing (no context captured, so nothing recorded)
-        self._queue: DeadlineQueue[_Item[T, R]] = DeadlineQueue(lambda item: key(item.payload), _alive)
+        self._queue: DeadlineQueue[_Item[T, R]] = DeadlineQueue(
+            lambda item: key(item.payload), _alive, lambda item: weight(item.payload)
+        )
         self._cond = threading.Condition()  # guards _queue and _closed; the worker sleeps on it
         self._threads: list[threading.Thread] = []
         self._closed = False
-
-    def rows_for(self, payload: T) -> int:
-        """Most items in a batch with ``payload``'s: ``max_batch``, or less where ``rows`` says so."""
-        if self._rows is None:
-            return self.max_batch
-        return max(1, min(self.max_batch, self._rows(self._key(payload))))
 
     @property
     def running(self) -> bool:
@@ -239,11 +236,11 @@ class Batcher(Generic[T, R, P]):
                 if head is None:
                     self._cond.wait()  # woken by submit or close
                     continue
-                item, _, same_key = head
-                limit = self.rows_for(item.payload)
+                item, _, same_key, weight = head
+                full = same_key >= self.max_batch or (self.budget is not None and weight >= self.budget)
                 wait = item.queued_at + self._window_s - time.monotonic()
-                if same_key >= limit or wait <= 0:
-                    batch = self._queue.take(limit)  # empty if all were cancelled meanwhile
+                if full or wait <= 0:
+                    batch = self._queue.take(self.max_batch, self.budget)  # empty if all were cancelled
                     if batch:
                         depth = len(self._queue)
                         break

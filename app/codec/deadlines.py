@@ -3,8 +3,10 @@
 Every queued item has a deadline: the moment its stream's listener will have played all the audio
 sent so far (for a stream's first window: the moment it was submitted, i.e. already due). ``take``
 returns the next batch: the live item with the earliest deadline (ties: the one queued first), plus the
-other live items of the same ``key`` (equal window length: batches are never padded in time) in
-deadline order, up to ``max_batch``. So:
+other live items of the same ``key`` (on an accelerator the window's length: batches are never padded
+in time; on a CPU one key, windows of any lengths being packed) in deadline order, up to ``max_batch``
+items and, with a ``budget``, while their ``weight`` (a window's codes) adds up to at most that (an item
+that would pass it is left for a later batch; the first always goes). So:
 
 - the most urgent item always runs in the next batch; a stream's first window never waits behind a
   batch of later windows whose deadlines are further away (it waits at most for the batch already
@@ -32,18 +34,25 @@ class _Entry(Generic[I]):
     seq: int
     item: I = field(compare=False)
     key: Hashable = field(compare=False)
+    weight: int = field(compare=False)
 
 
 class DeadlineQueue(Generic[I]):
     """Items ordered by (deadline, arrival); ``take`` forms the next batch (module docstring).
 
     ``alive(item)`` tells whether an item is still wanted (its caller has not given up); dead items are
-    dropped as they are met.
+    dropped as they are met. ``weight(item)`` is what it takes of a batch's ``budget``.
     """
 
-    def __init__(self, key: Callable[[I], Hashable], alive: Callable[[I], bool] = lambda item: True) -> None:
+    def __init__(
+        self,
+        key: Callable[[I], Hashable],
+        alive: Callable[[I], bool] = lambda item: True,
+        weight: Callable[[I], int] = lambda item: 1,
+    ) -> None:
         self._key = key
         self._alive = alive
+        self._weight = weight
         self._heap: list[_Entry[I]] = []
         self._seq = itertools.count()
 
@@ -52,20 +61,23 @@ class DeadlineQueue(Generic[I]):
 
     def push(self, item: I, deadline: float) -> None:
         """Queue ``item`` due at ``deadline`` (any clock, the same for all items)."""
-        heapq.heappush(self._heap, _Entry(deadline, next(self._seq), item, self._key(item)))
+        entry = _Entry(deadline, next(self._seq), item, self._key(item), self._weight(item))
+        heapq.heappush(self._heap, entry)
 
-    def head(self) -> tuple[I, float, int] | None:
-        """The most urgent live item, its deadline and how many live items share its key (None: empty)."""
+    def head(self) -> tuple[I, float, int, int] | None:
+        """The most urgent live item, its deadline, and how many live items share its key and their total
+        weight (None: empty)."""
         self._drop_dead_head()
         if not self._heap:
             return None
         first = self._heap[0]
-        same = sum(1 for entry in self._heap if entry.key == first.key and self._alive(entry.item))
-        return first.item, first.deadline, same
+        same = [entry for entry in self._heap if entry.key == first.key and self._alive(entry.item)]
+        return first.item, first.deadline, len(same), sum(entry.weight for entry in same)
 
-    def take(self, max_batch: int) -> list[I]:
+    def take(self, max_batch: int, budget: int | None = None) -> list[I]:
         """Remove and return the next batch: the most urgent live item and up to ``max_batch - 1`` more
-        live items of its key, most urgent first. Empty when nothing live is queued."""
+        live items of its key, most urgent first, within ``budget`` (module docstring). Empty when nothing
+        live is queued."""
         self._drop_dead_head()
         if not self._heap:
             return []
@@ -74,11 +86,14 @@ class DeadlineQueue(Generic[I]):
             return [heapq.heappop(self._heap).item]
         chosen: list[_Entry[I]] = []
         rest: list[_Entry[I]] = []
+        room = budget
         for entry in sorted(self._heap):
             if not self._alive(entry.item):
                 continue
-            if entry.key == key and len(chosen) < max_batch:
+            fits = room is None or not chosen or entry.weight <= room
+            if entry.key == key and len(chosen) < max_batch and fits:
                 chosen.append(entry)
+                room = None if room is None else room - entry.weight
             else:
                 rest.append(entry)
         heapq.heapify(rest)

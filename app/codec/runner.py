@@ -1,4 +1,4 @@
-"""DecodeRunner: a batch of equal-length code windows -> their audio, on one device.
+"""DecodeRunner: a batch of code windows -> their audio, on one device (of one length, or packed on a CPU).
 
 Two steps, both on the batcher's worker thread, which owns the device (the batch is chosen when the
 device is free, by deadline, so it is not staged ahead; the copy of a batch of codes is a few hundred kB):
@@ -28,16 +28,20 @@ from app.codec.graphs import GraphPool
 from app.core.device import DeviceOps
 
 Forward = Callable[[torch.Tensor], torch.Tensor]  # [B, T] int64 codes -> [B, T * hop] float audio
+PackedForward = Callable[[torch.Tensor, list[int]], list[torch.Tensor]]
+"""``[N]`` int64 codes of windows of the given lengths back to back -> each window's ``[T_i * hop]`` audio."""
 
 
 @dataclass
 class PreparedBatch:
-    """Rows on their way to the device: ``codes`` ``[padded, T]``, ready once ``copied`` has fired."""
+    """Rows on their way to the device: ``codes`` ``[padded, T]``, ready once ``copied`` has fired; or,
+    windows of different lengths packed (``lengths``), ``codes`` ``[N]`` on the host (a CPU)."""
 
     rows: int
     codes: torch.Tensor
     copied: Any  # device event (None on cpu)
-    host: torch.Tensor  # the pooled host buffer, returned to the pool after the run
+    host: torch.Tensor | None  # the pooled host buffer, returned to the pool after the run
+    lengths: list[int] | None = None  # packed windows' lengths
 
 
 class HostBufferPool:
@@ -76,14 +80,22 @@ class HostBufferPool:
 
 
 class DecodeRunner:
-    """Decodes batches of equal-length windows with ``forward`` on ``ops.device``.
+    """Decodes batches of equal-length windows with ``forward`` on ``ops.device``, and of windows of
+    different lengths with ``packed`` (a CPU's; None: every batch is of one length).
 
     ``forward`` is the decoder module (or its compiled form): ``[B, T]`` codes -> ``[B, T * hop]``.
     Codes must already be validated (the batcher checks them on submit), so no step here syncs the host.
     """
 
-    def __init__(self, forward: Forward, ops: DeviceOps, graphs: GraphPool | None = None) -> None:
+    def __init__(
+        self,
+        forward: Forward,
+        ops: DeviceOps,
+        graphs: GraphPool | None = None,
+        packed: PackedForward | None = None,
+    ) -> None:
         self._forward = forward
+        self._packed = packed
         self._ops = ops
         self.graphs = graphs
         self._buffers = HostBufferPool(ops)
@@ -105,8 +117,14 @@ class DecodeRunner:
         return rows if padded is None else padded
 
     def prepare(self, rows: list[list[int]]) -> PreparedBatch:
-        """Stage ``rows`` (equal lengths) for ``run``: pooled host buffer, asynchronous copy to the device."""
+        """Stage ``rows`` for ``run``: of one length, a pooled host buffer and an asynchronous copy to the
+        device; of different lengths (``packed`` only), their codes back to back."""
         length = len(rows[0])
+        if any(len(row) != length for row in rows):
+            if self._packed is None:
+                raise ValueError("windows of different lengths in one batch, and no packed decode")
+            codes = torch.tensor([code for row in rows for code in row], dtype=torch.long)
+            return PreparedBatch(len(rows), codes, None, None, [len(row) for row in rows])
         padded = self.padded_rows(len(rows))
         host = self._buffers.take((padded, length))
         host[: len(rows)] = torch.tensor(rows, dtype=torch.long)
@@ -120,6 +138,9 @@ class DecodeRunner:
 
     def run(self, batch: PreparedBatch) -> tuple[list[np.ndarray], bool]:
         """Decode a prepared batch: float32 audio ``(T * hop,)`` per real row, and whether a graph ran."""
+        if batch.lengths is not None:
+            assert self._packed is not None
+            return [audio.float().numpy() for audio in self._packed(batch.codes, batch.lengths)], False
         try:
             with self._ops.on(self._compute_stream):
                 self._ops.wait(self._compute_stream, batch.copied)
@@ -130,5 +151,6 @@ class DecodeRunner:
                 audio = graph.replay(batch.codes) if graph is not None else self._forward(batch.codes)
                 host = audio[: batch.rows].to(device="cpu", dtype=torch.float32)  # waits for the compute
         finally:
-            self._buffers.give(batch.host)
+            if batch.host is not None:
+                self._buffers.give(batch.host)
         return [row.numpy() for row in host], graph is not None

@@ -22,10 +22,10 @@ MAX_PROMPT_CHARS = 2000
 MAX_INTERLEAVE_ID_CHARS = 256
 """Longest accepted interleave id, in characters."""
 CODEC_CPU_BATCH_CODES = 1024
-"""On a CPU (CODEC_BATCHING=auto), windows of one length batch while the batch holds at most this many
-codes: a round of the streams' windows is one decode that pays the fixed cost once, as the windows'
-load model (``app.audio.round_cost``) counts it; only the longest windows run alone or in pairs, so a
-batch holds the codec for about as long as one long window."""
+"""On a CPU (CODEC_BATCHING=auto), windows of any lengths are packed into one decode batch while it
+holds at most this many codes: a round of the streams' windows is one decode that pays the fixed cost
+once, as the windows' load model (``app.audio.round_cost``) counts it; only the longest windows run
+alone or in pairs, so a batch holds the codec for about as long as one long window."""
 BATCH_WINDOW_MS = 2.0
 """How long the codec batcher gathers more windows after the first."""
 MAX_BATCH_SIZE = 16

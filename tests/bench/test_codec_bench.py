@@ -1,4 +1,5 @@
-"""bench/codec_bench.py's shapes mode on the tiny codec: plain against prepacked, per dtype and shape."""
+"""bench/codec_bench.py on the tiny codec: shapes mode (plain against prepacked, per dtype and shape) and
+packed mode (lone calls against one packed call, per dtype and mix of window lengths)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,17 @@ def test_shapes_mode_times_plain_against_prepacked(capsys: pytest.CaptureFixture
         # a batch equals its rows decoded alone; with plain convolutions (below AVX-512) oneDNN may run
         # another float32 kernel for a batch than for one row: then equal within float32 rounding
         assert row["batch_vs_alone_max_abs"] <= (1e-5 if left else 0.0)
+
+
+@pytest.mark.usefixtures("one_torch_thread")
+def test_packed_mode_times_lone_calls_against_one_packed_call(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--mode", "packed", "--tiny", "--device", "cpu", "--mixes", "4+9,6+6+12", "--runs", "2"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["mode"] == "packed"
+    rows = {(row["dtype"], tuple(row["lengths"])): row for row in report["results"]}
+    assert set(rows) == {(dtype, mix) for dtype in ("float32", "bfloat16") for mix in ((4, 9), (6, 6, 12))}
+    for (dtype, _), row in rows.items():
+        assert len(row["lone_ms_all"]) == len(row["packed_ms_all"]) == 2
+        assert row["ratio"] == pytest.approx(row["packed_ms"] / row["lone_ms"], rel=0.1)  # ms are rounded
+        # each packed window is its lone decode, up to the tiny decoder's rounding (float32) or bf16's
+        assert row["packed_vs_alone_max_abs"] <= (5e-5 if dtype == "float32" else 0.1)

@@ -327,8 +327,8 @@ class NeuCodecFamily:
     def schedule(self, first_chunk_s: float, overlap_s: float) -> StitchSchedule:
         """The stitcher schedule for one request; its windows are fitted to ``round_load`` as it goes.
         On a CPU windows keep their natural lengths (CODEC_BUCKETS serve the graphs of an accelerator:
-        on a CPU, streams planned under the same load share their lengths anyway, and a window grown to a
-        bucket only costs decode time)."""
+        on a CPU windows of any lengths share a batch, packed, and a window grown to a bucket only costs
+        decode time)."""
         return stitch_schedule(self.settings, first_chunk_s, overlap_s, None if self.accelerator else ())
 
     def round_load(self) -> RoundCost | None:

@@ -161,14 +161,16 @@ class NeuCodecSettings(ServerSettings):
     )
     CODEC_BATCHING: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="Batch decode windows across streams; auto: on accelerators, and on a CPU while a "
-        "batch holds at most CODEC_CPU_BATCH_CODES codes.",
+        description="Batch decode windows across streams; auto: on accelerators (windows of one length), "
+        "and on a CPU windows of any lengths packed into one call while a batch holds at most "
+        "CODEC_CPU_BATCH_CODES codes; on: windows of one length everywhere.",
     )
     CODEC_CPU_BATCH_CODES: int = Field(
         defaults.CODEC_CPU_BATCH_CODES,
         ge=1,
         le=100_000,
-        description="CODEC_BATCHING=auto on a CPU: most codes in one decode batch (short windows batch).",
+        description="CODEC_BATCHING=auto on a CPU: most codes in one packed decode batch (short windows "
+        "batch, a longer one runs alone).",
     )
     CODEC_SCHEDULING: Literal["deadline", "fifo"] = Field(
         "deadline", description="Decode order: earliest play-out deadline first, or first come first served."

@@ -3,9 +3,10 @@
 ``await decode(codes)`` and ``await encode(audio_16k)`` from any request. Each kind has its own queue
 and thread (``app.codec.batcher``), so a long reference encode (a 30 s upload takes minutes on a
 CPU) never holds up the decodes of streams that are playing. Decodes run earliest play-out deadline
-first, batched across requests by exact window length (the stitcher cuts windows to a few bucket
-lengths so that lengths coincide): on an accelerator up to ``max_batch`` windows, on a CPU only while a
-batch holds at most ``cpu_batch_codes`` codes (``decode_rows``), and run through a ``DecodeRunner``
+first, batched across requests: on an accelerator windows of one length (the stitcher cuts windows to
+a few bucket lengths so that lengths coincide), up to ``max_batch``; on a CPU windows of any lengths,
+packed into one call, while a batch holds at most ``cpu_batch_codes`` codes (``decode_budget``); run
+through a ``DecodeRunner``
 (pinned buffers, copy/compute streams, CUDA graphs on cuda).
 After every decode batch ``decoded(audio_s, compute_s)`` reports the work done (the admission's measured
 codec rate). Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,20 +67,23 @@ class CodecOptions:
         """Most windows in one decode batch: 1 where batching is off, else ``max_batch``."""
         return 1 if self.batching == "off" else self.max_batch
 
-    def decode_rows(self, accelerator: bool) -> Callable[[Hashable], int] | None:
-        """Most windows of a length in one batch (None: ``decode_batch``). ``auto`` on a CPU: as many as
-        hold at most ``cpu_batch_codes`` codes together (at least one). A decode's fixed cost (reading
-        the weights, the ISTFT set-up) is what a batch shares; a long window keeps the cores busy on its
-        own, and batching it would only delay the most urgent window of the batch."""
-        if self.batching != "auto" or accelerator:
-            return None
-        budget = self.cpu_batch_codes
+    def packs(self, accelerator: bool) -> bool:
+        """Whether windows of different lengths share a decode batch, packed into one call
+        (``app.families.neucodec.codec.packed``): ``auto`` on a CPU. Elsewhere a batch is windows of one
+        length (an accelerator's graphs are captured by shape)."""
+        return self.batching == "auto" and not accelerator
 
-        def rows(length: Hashable) -> int:
-            assert isinstance(length, int)  # the decode batcher's key: the window's length in codes
-            return budget // max(1, length)
+    def decode_budget(self, accelerator: bool) -> int | None:
+        """Most codes in one decode batch (None: no bound but ``decode_batch``). Where windows are packed:
+        ``cpu_batch_codes`` (a longer window runs alone). A decode's fixed cost (reading the weights, each
+        operator's set-up) is what a batch shares; a long window keeps the cores busy on its own, and
+        batching it would only delay the most urgent window of the batch."""
+        return self.cpu_batch_codes if self.packs(accelerator) else None
 
-        return rows
+
+def _one_key(window: list[int]) -> int:
+    """The decode batcher's key where windows of any lengths are packed: all alike."""
+    return 0
 
 
 def _forward(decoder: NeuCodecDecoder, ops: DeviceOps, compile: bool) -> Forward:
@@ -112,14 +116,16 @@ class CodecWorker:
         graphs = None
         if opts.cuda_graphs and self.ops.supports_graphs and not opts.compile:
             graphs = GraphPool(decoder, self.ops.device, opts.graph_batch_sizes, opts.max_graphs)
-        self.runner = DecodeRunner(_forward(decoder, self.ops, opts.compile), self.ops, graphs)
+        packed = decoder.forward_packed if opts.packs(self.ops.is_accelerator) else None
+        self.runner = DecodeRunner(_forward(decoder, self.ops, opts.compile), self.ops, graphs, packed)
         self.decoder_batcher: Batcher[list[int], np.ndarray, PreparedBatch] = Batcher(
             "decode",
-            key=len,
+            key=_one_key if opts.packs(self.ops.is_accelerator) else len,
             prepare=self.runner.prepare,
             run=self._run_decode,
             max_batch=opts.decode_batch(),
-            rows=opts.decode_rows(self.ops.is_accelerator),
+            weight=len,
+            budget=opts.decode_budget(self.ops.is_accelerator),
             deadlines=opts.deadlines,
             bind_thread=self.runner.bind_thread,
             warmup=self._warm_up,

@@ -290,6 +290,39 @@ async def test_batched_decodes_equal_unbatched_decodes(tiny_decoder: NeuCodecDec
         assert np.abs(audio - expected).max() <= 1e-5
 
 
+async def test_a_cpu_packs_windows_of_different_lengths_and_each_decodes_as_alone(
+    tiny_decoder: NeuCodecDecoder,
+) -> None:
+    """The CPU default (``auto``): windows of any lengths waiting together share one packed call, within
+    the code budget, and each gets its lone decode."""
+    rng = random.Random(8)
+    lengths = [rng.choice([2, 5, 9, 17, 30, 44]) for _ in range(24)]
+    windows = [[rng.randrange(65536) for _ in range(n)] for n in lengths]
+    packed: list[list[int]] = []
+
+    class Recorded:  # the decoder, recording the lengths of each packed call
+        config = tiny_decoder.config
+
+        def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+            return tiny_decoder(codes)
+
+        def forward_packed(self, codes: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+            packed.append(lengths)
+            return tiny_decoder.forward_packed(codes, lengths)
+
+    options = CodecOptions(window_s=0.05, cpu_batch_codes=128)
+    worker = CodecWorker(Recorded(), "cpu", options=options)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        results = await asyncio.gather(*(worker.decode(w) for w in windows))
+    finally:
+        await worker.close()
+    assert any(len(set(call)) > 1 for call in packed)  # windows of different lengths shared a call
+    assert all(sum(call) <= 128 for call in packed)
+    for window, audio in zip(windows, results, strict=True):  # up to the tiny decoder's rounding
+        np.testing.assert_allclose(audio, _alone(tiny_decoder, window), atol=5e-5, rtol=0)
+
+
 def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(reference**2) / max(np.sum((reference - other) ** 2), 1e-30)))
 

@@ -50,6 +50,22 @@ def test_cancelled_items_are_dropped_and_never_head_a_batch() -> None:
     assert queue.head() is None
 
 
+def test_a_budget_takes_the_most_urgent_items_whose_weights_still_fit() -> None:
+    """Weights 100, 50, 40, 20 by deadline under a budget of 130: 100 and 20 (50 and 40 would pass it);
+    then 50 and 40; an item heavier than the budget goes alone, never left behind."""
+    queue: DeadlineQueue[tuple[str, int]] = DeadlineQueue(key=lambda item: 0, weight=lambda item: item[1])
+    for name, weight, deadline in [("a", 100, 1.0), ("b", 50, 2.0), ("c", 40, 3.0), ("d", 20, 4.0)]:
+        queue.push((name, weight), deadline)
+    head = queue.head()
+    assert head is not None and head[2:] == (4, 210)  # four items of the key, 210 in all
+    assert [name for name, _ in queue.take(16, budget=130)] == ["a", "d"]
+    assert [name for name, _ in queue.take(16, budget=130)] == ["b", "c"]
+    queue.push(("e", 500), 5.0)
+    queue.push(("f", 10), 6.0)
+    assert [name for name, _ in queue.take(16, budget=130)] == ["e"]
+    assert [name for name, _ in queue.take(16, budget=130)] == ["f"]
+
+
 def test_edf_matches_a_sort_on_random_workloads() -> None:
     rng = random.Random(7)
     queue: DeadlineQueue[tuple[int, float, int]] = DeadlineQueue(key=lambda item: item[0])
@@ -258,30 +274,31 @@ async def test_batch_stats_stay_bounded_over_many_decodes(device: Device) -> Non
 
 
 @pytest.mark.parametrize(
-    ("batching", "accelerator", "length", "expected"),
+    ("batching", "accelerator", "packs", "budget", "batch"),
     [
-        ("auto", False, 20, 6),  # 128 codes: six 20-code windows
-        ("auto", False, 64, 2),
-        ("auto", False, 200, 1),  # a long window runs alone
-        ("auto", True, 200, 16),
-        ("on", False, 200, 16),
-        ("off", True, 20, 1),
-        ("off", False, 20, 1),
+        ("auto", False, True, 128, 16),  # a CPU: any lengths, packed, up to 128 codes
+        ("auto", True, False, None, 16),  # an accelerator: windows of one length
+        ("on", False, False, None, 16),
+        ("off", True, False, None, 1),
+        ("off", False, False, None, 1),
     ],
 )
-def test_decodes_batch_on_accelerators_and_short_windows_batch_on_a_cpu(
-    batching: str, accelerator: bool, length: int, expected: int
+def test_a_cpu_packs_windows_of_any_length_within_its_code_budget(
+    batching: str, accelerator: bool, packs: bool, budget: int | None, batch: int
 ) -> None:
     options = CodecOptions(max_batch=16, batching=batching, cpu_batch_codes=128)
-    batcher = make(Device(), max_batch=options.decode_batch(), rows=options.decode_rows(accelerator))
-    assert batcher.rows_for(("w", length)) == expected
+    assert options.packs(accelerator) is packs
+    assert options.decode_budget(accelerator) == budget
+    assert options.decode_batch() == batch
 
 
-async def test_a_cpu_batches_a_burst_of_short_windows_within_its_code_budget(device: Device) -> None:
-    """Queued behind a busy device: seven 20-code windows and two 64-code ones under a 128-code budget
-    run as 6 + 1 and 2 windows, the most urgent first; a 200-code window runs alone."""
+async def test_a_cpu_batches_a_burst_of_windows_within_its_code_budget(device: Device) -> None:
+    """Queued behind a busy device: seven 20-code windows, two 64-code ones and two of 200 codes under a
+    128-code budget, any lengths together: the most urgent first, each batch taking the next windows that
+    still fit (six of 20; the seventh with a 64; the other 64 alone), a 200-code window alone."""
     options = CodecOptions(max_batch=16, cpu_batch_codes=128)
-    batcher = make(device, max_batch=options.decode_batch(), rows=options.decode_rows(False))
+    budget = options.decode_budget(False)
+    batcher = make(device, key=lambda item: 0, weight=lambda item: item[1], budget=budget)
     batcher.start()
     try:
         busy = await occupy(device, batcher)
@@ -293,4 +310,4 @@ async def test_a_cpu_batches_a_burst_of_short_windows_within_its_code_budget(dev
         await asyncio.gather(busy, *tasks)
     finally:
         await batcher.close()
-    assert device.batches[1:] == [[f"a{i}" for i in range(6)], ["a6"], ["b0", "b1"], ["c0"], ["c1"]]
+    assert device.batches[1:] == [[f"a{i}" for i in range(6)], ["a6", "b0"], ["b1"], ["c0"], ["c1"]]

@@ -79,8 +79,9 @@ async def test_encodes_and_decodes_interleave(
     for job, result in zip(jobs, results, strict=True):
         if isinstance(job, np.ndarray):
             assert result == alone(tiny_encoder, job)
-        else:
-            np.testing.assert_array_equal(result, tiny_decoder.decode(torch.tensor([job]))[0].numpy())
+        else:  # windows of different lengths may share a packed decode: their lone audio up to rounding
+            expected = tiny_decoder.decode(torch.tensor([job]))[0].numpy()
+            np.testing.assert_allclose(result, expected, atol=5e-5, rtol=0)
 
 
 async def test_queued_encodes_run_in_batches_in_arrival_order(

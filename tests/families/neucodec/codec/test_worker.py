@@ -35,6 +35,12 @@ class GatedDecoder:
         assert self.release.wait(timeout=30)
         return self.decoder.decode(codes)
 
+    def forward_packed(self, codes: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+        self.calls.extend(lengths)
+        self.entered.set()
+        assert self.release.wait(timeout=30)
+        return self.decoder.forward_packed(codes, lengths)
+
 
 def _worker_threads() -> set[threading.Thread]:
     return {thread for thread in threading.enumerate() if thread.name.startswith("decode-")}
@@ -67,12 +73,14 @@ async def _make_gated(tiny_decoder: NeuCodecDecoder) -> tuple[CodecWorker, Gated
 
 async def test_concurrent_decodes_from_many_tasks(worker: CodecWorker, tiny_decoder: NeuCodecDecoder) -> None:
     rng = np.random.default_rng(0)
-    requests = [rng.integers(0, 65536, size=n).tolist() for n in (1, 5, 12, 3, 30, 8)]
+    requests = [rng.integers(0, 65536, size=n).tolist() for n in (2, 5, 12, 3, 30, 8)]
     results = await asyncio.gather(*(worker.decode(codes) for codes in requests))
     for codes, audio in zip(requests, results, strict=True):
         assert audio.dtype == np.float32
         assert audio.shape == (len(codes) * HOP,)
-        np.testing.assert_array_equal(audio, _expected(tiny_decoder, codes))
+        # windows of different lengths may share a packed call: their lone decode up to the tiny
+        # decoder's rounding (test_neucodec_model.py: test_packed_windows_decode_as_each_alone)
+        np.testing.assert_allclose(audio, _expected(tiny_decoder, codes), atol=5e-5, rtol=0)
 
 
 async def test_a_bad_item_fails_only_its_own_future(
@@ -228,6 +236,9 @@ class SlowAtFirst:
             time.sleep(self.delay)
         return self.decoder.decode(codes)
 
+    def forward_packed(self, codes: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+        return self.decoder.forward_packed(codes, lengths)
+
 
 async def test_warm_up_reports_the_fastest_of_its_timed_decodes(tiny_decoder: NeuCodecDecoder) -> None:
     """A decode slowed by startup (a length's first call, other loading beside it) is not what the decode
@@ -264,6 +275,11 @@ class FailsLong:
         if codes.shape[1] == 64:
             raise RuntimeError("no")
         return self.decoder.decode(codes)
+
+    def forward_packed(self, codes: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+        if 64 in lengths:
+            raise RuntimeError("no")
+        return self.decoder.forward_packed(codes, lengths)
 
 
 async def test_a_failed_warm_up_leaves_the_codec_serving(tiny_decoder: NeuCodecDecoder) -> None:
