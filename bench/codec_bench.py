@@ -1,6 +1,6 @@
 """Codec throughput: audio seconds produced per wall second, per engine configuration, in one run.
 
-    python -m bench.codec_bench [--mode decode|encode|shapes] [--codec-dir DIR] [--device ""|cpu|cuda]
+    python -m bench.codec_bench [--mode decode|encode|shapes|packed] [--codec-dir DIR] [--device ""|cpu|cuda]
         [--engines baseline,batched,batched+bf16] [--streams 1,8] [--seconds 20] [--rate 0] [--out F.json]
 
 Decode mode (the default) compares engines in the same run, stream count by stream count:
@@ -36,6 +36,12 @@ after one warmup each (medians). Each row also gives the prepacked decode's rela
 against the plain one, and for a batch the largest difference between its rows and each row decoded
 alone (prepacked). The load average before and after is in the JSON: on a shared machine, compare the
 two columns of one run rather than runs.
+
+Packed mode (``--mode packed``, CPU: what packing windows of different lengths into one call buys): for
+each mix of window lengths (``--mixes``, ``+`` between the lengths of one mix), per dtype, the prepacked
+decoder's lone calls one after the other against one packed call of all of them
+(``app.families.neucodec.codec.packed``), timed alternately ``--runs`` times after one warmup each
+(medians), and the largest difference between a packed window's audio and its lone decode.
 
 Prints JSON on stdout and a table on stderr; ``--out`` also writes the JSON to ``bench/results/``.
 """
@@ -389,6 +395,74 @@ def measure_shapes(
     return config, rows
 
 
+def time_mix(decoder: NeuCodecDecoder, windows: list[torch.Tensor], runs: int) -> dict[str, object]:
+    """One mix of packed mode: ``windows`` decoded by lone calls in turn and by one packed call."""
+    lengths = [len(window) for window in windows]
+    codes = torch.cat(windows)
+    calls: dict[str, Callable[[], list[torch.Tensor]]] = {
+        "lone": lambda: [decoder(window[None])[0] for window in windows],
+        "packed": lambda: decoder.forward_packed(codes, lengths),
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    with torch.inference_mode():
+        pairs = zip(calls["lone"](), calls["packed"](), strict=True)
+        diff = max(float((a - b).abs().max()) for a, b in pairs)
+        for _ in range(runs):
+            for name, call in calls.items():
+                started = time.perf_counter()
+                call()
+                times[name].append((time.perf_counter() - started) * 1000)
+    lone_ms, packed_ms = (float(np.median(times[name])) for name in calls)
+    return {
+        "lengths": lengths,
+        "lone_ms": round(lone_ms, 1),
+        "packed_ms": round(packed_ms, 1),
+        "ratio": round(packed_ms / lone_ms, 3),
+        "packed_vs_alone_max_abs": diff,
+        "lone_ms_all": [round(t, 1) for t in times["lone"]],
+        "packed_ms_all": [round(t, 1) for t in times["packed"]],
+    }
+
+
+def measure_packed(
+    codec_dir: Path, dtypes: list[str], mixes: list[list[int]], runs: int, seed: int
+) -> tuple[NeuCodecConfig, list[dict[str, object]]]:
+    """Per dtype and mix of window lengths: the median time of the windows' lone calls in turn and of one
+    packed call (timed alternately), and the packed windows' largest difference from their lone decode."""
+    rows: list[dict[str, object]] = []
+    config = NeuCodecConfig.official()
+    for dtype in dtypes:
+        decoder = load_decoder(str(codec_dir)).cast(getattr(torch, dtype))
+        prepack_for_cpu(decoder, f"{dtype} decoder")
+        config = decoder.config
+        generator = torch.Generator().manual_seed(seed)
+        for lengths in mixes:
+            windows = [torch.randint(0, config.codebook_size, (n,), generator=generator) for n in lengths]
+            row = {"dtype": dtype, **time_mix(decoder, windows, runs)}
+            rows.append(row)
+            mix = "+".join(map(str, lengths))
+            print(f"  {dtype} {mix}: {row['lone_ms']} -> {row['packed_ms']} ms", file=sys.stderr)
+    return config, rows
+
+
+def packed_table(rows: list[dict[str, object]]) -> str:
+    """One line per (dtype, mix) of packed mode."""
+    head = f"{'dtype':<10}{'window lengths':>32}{'lone ms':>10}{'packed ms':>11}{'ratio':>7}{'max diff':>10}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        mix = "+".join(str(n) for n in r["lengths"])  # type: ignore[attr-defined]
+        lines.append(
+            f"{r['dtype']:<10}{mix:>32}{r['lone_ms']:>10.1f}{r['packed_ms']:>11.1f}{r['ratio']:>7.2f}"
+            f"{r['packed_vs_alone_max_abs']:>10.1e}"
+        )
+    return "\n".join(lines)
+
+
+def _mixes(text: str) -> list[list[int]]:
+    """``45+60,30+35+45`` -> ``[[45, 60], [30, 35, 45]]``."""
+    return [[int(n) for n in mix.split("+")] for mix in text.split(",") if mix.strip()]
+
+
 def shapes_table(rows: list[dict[str, object]]) -> str:
     """One line per (dtype, shape) of shapes mode."""
     head = (
@@ -451,7 +525,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--mode", choices=["decode", "encode", "shapes"], default="decode")
+    parser.add_argument("--mode", choices=["decode", "encode", "shapes", "packed"], default="decode")
     parser.add_argument("--codec-dir", type=Path, help="checkpoint dir to reuse, or to write once and keep")
     parser.add_argument("--tiny", action="store_true", help="tiny random codec (checks the bench itself)")
     parser.add_argument("--device", default="", help='"" = cuda if available, else cpu')
@@ -467,16 +541,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--shapes", type=_shapes, default=[(1, 20), (1, 64), (1, 256), (4, 64)], help="shapes: B x codes"
     )
-    parser.add_argument("--dtypes", default="float32,bfloat16", help="shapes: comma-separated dtypes")
-    parser.add_argument("--runs", type=int, default=7, help="shapes: timed calls per shape and variant")
+    parser.add_argument(
+        "--mixes",
+        type=_mixes,
+        default=_mixes("45+60+80+100,35+35+45+70+90+120+45+60,30+35+45,44+44+50+60+70,150+200"),
+        help="packed: window lengths of each mix, + between lengths, comma between mixes",
+    )
+    parser.add_argument("--dtypes", default="float32,bfloat16", help="shapes, packed: dtypes")
+    parser.add_argument("--runs", type=int, default=7, help="shapes, packed: timed calls of each case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="file name for the JSON under bench/results/")
     args = parser.parse_args(argv)
 
     device = resolve_device(args.device)
-    encode, shapes = args.mode == "encode", args.mode == "shapes"
-    if shapes and device.type != "cpu":
-        parser.error("--mode shapes measures the CPU's prepacked weights: use --device cpu")
+    encode, shapes, packed = args.mode == "encode", args.mode == "shapes", args.mode == "packed"
+    if (shapes or packed) and device.type != "cpu":
+        parser.error(f"--mode {args.mode} measures the CPU's prepacked decoder: use --device cpu")
     default = "baseline,batched,batched+bf16" + (
         ",batched+graphs,batched+bf16+graphs" if device.type == "cuda" else ""
     )
@@ -490,14 +570,17 @@ def main(argv: list[str] | None = None) -> None:
             config, rows = asyncio.run(
                 run_encode(codec_dir, device, args.streams, args.clips, args.repeats, args.seed)
             )
-        elif shapes:
+        elif shapes or packed:
             dtypes = [name.strip() for name in args.dtypes.split(",") if name.strip()]
-            config, rows = measure_shapes(codec_dir, dtypes, args.shapes, args.runs, args.seed)
+            if shapes:
+                config, rows = measure_shapes(codec_dir, dtypes, args.shapes, args.runs, args.seed)
+            else:
+                config, rows = measure_packed(codec_dir, dtypes, args.mixes, args.runs, args.seed)
         else:
             config, rows, snr = asyncio.run(run(codec_dir, device, engines, args))
     if encode:
         details: dict[str, object] = {"clips_s": args.clips, "repeats": args.repeats}
-    elif shapes:
+    elif shapes or packed:
         flags = cpu_flags()
         details = {
             "cpu_flags": {flag: flag in flags for flag in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")},
@@ -544,7 +627,12 @@ def main(argv: list[str] | None = None) -> None:
     }
     text = json.dumps(report)
     print(text)
-    print(table(rows) if encode else shapes_table(rows) if shapes else decode_table(rows), file=sys.stderr)
+    if encode:
+        print(table(rows), file=sys.stderr)
+    elif shapes or packed:
+        print((shapes_table if shapes else packed_table)(rows), file=sys.stderr)
+    else:
+        print(decode_table(rows), file=sys.stderr)
     if snr:
         print(f"SNR vs float32 (dB): {snr}", file=sys.stderr)
     if args.out:
