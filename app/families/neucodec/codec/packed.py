@@ -63,7 +63,6 @@ class Packing:
     def __init__(self, lengths: list[int], device: torch.device | str = "cpu") -> None:
         if not lengths or min(lengths) < 1:
             raise ValueError(f"packed windows need at least one code each, got lengths {lengths}")
-        self.lengths = lengths
         ends = list(itertools.accumulate(lengths))
         self.dense = Spans(tuple(zip([0, *ends[:-1]], ends, strict=True)))
         starts = [GAP * (i + 1) + end - n for i, (n, end) in enumerate(zip(lengths, ends, strict=True))]
