@@ -60,8 +60,8 @@ class NeuCodecDecoder(nn.Module):
         """Windows of ``lengths`` codes packed back to back, ``[N]`` int codes (already validated, on this
         module's device) -> each window's ``[T_i * hop]`` audio, as each decodes alone
         (``app.families.neucodec.codec.packed``)."""
-        packing = Packing(lengths, codes.device)
         x = self.fc_post_a(self.generator.quantizer(codes[None]))  # [1, N, hidden_dim]
+        packing = Packing(lengths, codes.device, x.dtype)
         x = self.generator.backbone(x, packing)  # [1, N, hidden_dim]
         projected = self.generator.head.out(x)  # [1, N, n_fft + 2]
         return [self.generator.head.waveform(part)[0] for part in packing.split(projected)]

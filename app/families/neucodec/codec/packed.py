@@ -34,14 +34,15 @@ backbone's embedding, kernel 7)."""
 @dataclass(frozen=True)
 class Spans:
     """Each window's ``[start, end)`` along the time axis of one layout, and the layout's gap mask
-    (``[1, 1, T]``, 1 on the windows' columns; None on the dense layout, which has no gaps)."""
+    (``[1, 1, T]`` in the activations' dtype, 1 on the windows' columns; None on the dense layout, which
+    has no gaps)."""
 
     bounds: tuple[tuple[int, int], ...]
     mask: torch.Tensor | None = None
 
     def zero_gaps(self, x: torch.Tensor) -> torch.Tensor:
         """``[1, C, T]`` with its gap columns zeroed (a convolution's output leaks into them)."""
-        return x if self.mask is None else x * self.mask.to(x.dtype)
+        return x if self.mask is None else x * self.mask
 
     def group_norm(self, norm: nn.GroupNorm, x: torch.Tensor) -> torch.Tensor:
         """``norm`` of ``[1, C, T]`` with each window's statistics from its own columns; 0 in the gaps."""
@@ -58,9 +59,11 @@ class Spans:
 
 class Packing:
     """Where the windows of ``lengths`` codes lie when packed: ``dense`` (back to back, ``N`` columns) and
-    ``gapped`` (``GAP`` zero columns before, between and after them)."""
+    ``gapped`` (``GAP`` zero columns before, between and after them), for activations of ``dtype``."""
 
-    def __init__(self, lengths: list[int], device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self, lengths: list[int], device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32
+    ) -> None:
         if not lengths or min(lengths) < 1:
             raise ValueError(f"packed windows need at least one code each, got lengths {lengths}")
         ends = list(itertools.accumulate(lengths))
@@ -69,7 +72,7 @@ class Packing:
         self.width = ends[-1] + GAP * (len(lengths) + 1)
         columns = [torch.arange(s, s + n) for s, n in zip(starts, lengths, strict=True)]
         self._columns = torch.cat(columns).to(device)
-        mask = torch.zeros(1, 1, self.width, device=device)
+        mask = torch.zeros(1, 1, self.width, device=device, dtype=dtype)
         mask[..., self._columns] = 1.0
         self.gapped = Spans(tuple((s, s + n) for s, n in zip(starts, lengths, strict=True)), mask)
 

@@ -116,11 +116,12 @@ class CodecWorker:
         graphs = None
         if opts.cuda_graphs and self.ops.supports_graphs and not opts.compile:
             graphs = GraphPool(decoder, self.ops.device, opts.graph_batch_sizes, opts.max_graphs)
-        packed = decoder.forward_packed if opts.packs(self.ops.is_accelerator) else None
+        packs = opts.packs(self.ops.is_accelerator)
+        packed = decoder.forward_packed if packs else None
         self.runner = DecodeRunner(_forward(decoder, self.ops, opts.compile), self.ops, graphs, packed)
         self.decoder_batcher: Batcher[list[int], np.ndarray, PreparedBatch] = Batcher(
             "decode",
-            key=_one_key if opts.packs(self.ops.is_accelerator) else len,
+            key=_one_key if packs else len,
             prepare=self.runner.prepare,
             run=self._run_decode,
             max_batch=opts.decode_batch(),
