@@ -12,8 +12,10 @@ and its deadline cuts. They run on an event loop whose clock jumps to the next t
 ready (``looptime``), against:
 
 - a modeled codec (``ModeledCodec``): one decode at a time, earliest play-out deadline first, windows of
-  one length batched while the batch holds at most CODEC_CPU_BATCH_CODES codes (as the codec batcher
-  does on a CPU), a batch of ``c`` codes taking ``fixed + per_code * c`` seconds. ``--codec-dir`` fits
+  any lengths packed into one batch while it holds at most CODEC_CPU_BATCH_CODES codes and MAX_BATCH_SIZE
+  windows and ends by its most urgent window's deadline (STREAM_FIRST_COVER to spare) unless the window
+  joining is due by then (as the codec batcher does on a CPU), a batch of ``c`` codes taking
+  ``fixed + per_code * c`` seconds. ``--codec-dir`` fits
   the two figures to decodes of that checkpoint on this machine (``fit_codec``); by default they are
   the ones measured for the full-size decoder in bfloat16 on 2 cores of an AMD EPYC with avx512_bf16;
 - an LM that sends one speech token at a time on a fixed timeline at ``--rates`` tokens a second per
@@ -90,12 +92,23 @@ class _Window:
 
 
 class ModeledCodec:
-    """One decode at a time, earliest deadline first, equal lengths batched up to ``batch_codes`` codes;
-    a batch of ``c`` codes takes ``fixed_s + per_code_s * c`` seconds; each batch is reported to
-    ``metrics`` as the codec worker reports it."""
+    """One decode at a time, earliest deadline first, windows of any lengths packed into one batch, most
+    urgent first, while it holds at most ``batch_codes`` codes and ``max_batch`` windows and, ``cover``
+    times its cost, still ends by the first window's deadline unless the one joining is due by then (the
+    first always goes); a batch of ``c`` codes takes ``fixed_s + per_code_s * c`` seconds; each batch is
+    reported to ``metrics`` as the codec worker reports it."""
 
-    def __init__(self, fixed_s: float, per_code_s: float, batch_codes: int, metrics: Metrics) -> None:
-        self.fixed_s, self.per_code_s, self.batch_codes = fixed_s, per_code_s, batch_codes
+    def __init__(
+        self,
+        fixed_s: float,
+        per_code_s: float,
+        batch_codes: int,
+        max_batch: int,
+        cover: float,
+        metrics: Metrics,
+    ) -> None:
+        self.fixed_s, self.per_code_s, self.cover = fixed_s, per_code_s, cover
+        self.batch_codes, self.max_batch = batch_codes, max_batch
         self.metrics = metrics
         self.busy_s = 0.0
         self.decoded = 0  # codes
@@ -123,14 +136,19 @@ class ModeledCodec:
                 await self._wake.wait()
             await asyncio.sleep(BATCH_WINDOW_S)
             first = heapq.heappop(self._queue)
-            batch, rest = [first], []
+            batch, rest, codes = [first], [], first.codes
+            now = asyncio.get_running_loop().time()
             while self._queue:
                 window = heapq.heappop(self._queue)
-                fits = (len(batch) + 1) * first.codes <= max(self.batch_codes, first.codes)
-                (batch if window.codes == first.codes and fits else rest).append(window)
+                fits = len(batch) < self.max_batch and codes + window.codes <= self.batch_codes
+                if fits and self.cover > 0:  # it ends by the first's deadline, or this one is due by then
+                    ends = now + self.cover * (self.fixed_s + self.per_code_s * (codes + window.codes))
+                    fits = window.due <= ends or ends <= first.due
+                (batch if fits else rest).append(window)
+                codes += window.codes if fits else 0
             for window in rest:
                 heapq.heappush(self._queue, window)
-            await self.compute(first.codes * len(batch))
+            await self.compute(codes)
             for window in batch:
                 if not window.done.done():
                     window.done.set_result(None)
@@ -234,7 +252,8 @@ async def scenario(
     admission = Admission(
         s.MAX_CONCURRENT_STREAMS, s.MAX_QUEUED_STREAMS, s.QUEUE_WAIT_S, metrics, viability, clock
     )
-    codec = ModeledCodec(fixed_s, per_code_s, settings.CODEC_CPU_BATCH_CODES, metrics)
+    batching = (settings.CODEC_CPU_BATCH_CODES, settings.MAX_BATCH_SIZE, settings.STREAM_FIRST_COVER)
+    codec = ModeledCodec(fixed_s, per_code_s, *batching, metrics)
     server = asyncio.create_task(codec.run())
     for length in WARMUP_LENGTHS:  # the codec worker's startup decodes
         await codec.compute(length)

@@ -10,7 +10,8 @@ then
   up to ``max_batch - 1`` more items of the same ``key`` (decodes on an accelerator: the exact window
   length, batches are never padded in time; on a CPU any length, the windows packed), most urgent
   first, and with a ``budget`` only while their ``weight`` (a window's codes) adds up to at most that (a
-  CPU batches short windows only); cancelled items are dropped;
+  CPU batches short windows only), and with ``ends`` only while the batch still ends by its most urgent
+  item's deadline or the item is due before it would end; cancelled items are dropped;
 - when the batch is not full and its most urgent item was queued less than ``window_s`` ago, waits until
   then (or until the batch would be full) for more items to share it: only when the device was idle;
   a device that was busy has let the queue fill meanwhile;
@@ -144,6 +145,7 @@ class Batcher(Generic[T, R, P]):
         deadlines: bool = True,
         weight: Callable[[T], int] = lambda payload: 1,
         budget: int | None = None,
+        ends: Callable[[int], float | None] | None = None,
         bind_thread: Callable[[], None] = lambda: None,
         warmup: Callable[[], None] = lambda: None,
         observer: BatchObserver | None = None,
@@ -159,6 +161,7 @@ class Batcher(Generic[T, R, P]):
         self._window_s = window_s
         self.max_batch = max_batch
         self.budget = budget  # most weight in one batch (the first item always goes); None: no bound
+        self._ends = ends  # when a batch of a weight started now would end (monotonic s); None: no bound
         self._timeout_s = timeout_s
         self.deadlines = deadlines
         self._bind_thread = bind_thread
@@ -240,7 +243,7 @@ class Batcher(Generic[T, R, P]):
                 full = same_key >= self.max_batch or (self.budget is not None and weight >= self.budget)
                 wait = item.queued_at + self._window_s - time.monotonic()
                 if full or wait <= 0:
-                    batch = self._queue.take(self.max_batch, self.budget)  # empty if all were cancelled
+                    batch = self._queue.take(self.max_batch, self.budget, self._ends)  # empty: all cancelled
                     if batch:
                         depth = len(self._queue)
                         break

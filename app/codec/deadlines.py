@@ -6,7 +6,11 @@ returns the next batch: the live item with the earliest deadline (ties: the one 
 other live items of the same ``key`` (on an accelerator the window's length: batches are never padded
 in time; on a CPU one key, windows of any lengths being packed) in deadline order, up to ``max_batch``
 items and, with a ``budget``, while their ``weight`` (a window's codes) adds up to at most that (an item
-that would pass it is left for a later batch; the first always goes). So:
+that would pass it is left for a later batch; the first always goes). With ``ends`` (when a batch of a
+given weight, started now, would end, with time to spare; None: not known) an item joins only if the
+batch with it still ends by the first item's deadline, or if the item itself is due before the batch
+would end (it could not wait for the next one): a window whose listener is seconds ahead does not make
+the batch of a listener about to run dry longer. So:
 
 - the most urgent item always runs in the next batch; a stream's first window never waits behind a
   batch of later windows whose deadlines are further away (it waits at most for the batch already
@@ -74,10 +78,12 @@ class DeadlineQueue(Generic[I]):
         same = [entry for entry in self._heap if entry.key == first.key and self._alive(entry.item)]
         return first.item, first.deadline, len(same), sum(entry.weight for entry in same)
 
-    def take(self, max_batch: int, budget: int | None = None) -> list[I]:
+    def take(
+        self, max_batch: int, budget: int | None = None, ends: Callable[[int], float | None] | None = None
+    ) -> list[I]:
         """Remove and return the next batch: the most urgent live item and up to ``max_batch - 1`` more
-        live items of its key, most urgent first, within ``budget`` (module docstring). Empty when nothing
-        live is queued."""
+        live items of its key, most urgent first, within ``budget`` and, with ``ends``, without delaying
+        the first past its deadline (module docstring). Empty when nothing live is queued."""
         self._drop_dead_head()
         if not self._heap:
             return []
@@ -86,14 +92,18 @@ class DeadlineQueue(Generic[I]):
             return [heapq.heappop(self._heap).item]
         chosen: list[_Entry[I]] = []
         rest: list[_Entry[I]] = []
-        room = budget
+        room, weight = budget, 0
         for entry in sorted(self._heap):
             if not self._alive(entry.item):
                 continue
             fits = room is None or not chosen or entry.weight <= room
+            if fits and chosen and ends is not None:
+                end = ends(weight + entry.weight)
+                fits = end is None or entry.deadline <= end or end <= chosen[0].deadline
             if entry.key == key and len(chosen) < max_batch and fits:
                 chosen.append(entry)
                 room = None if room is None else room - entry.weight
+                weight += entry.weight
             else:
                 rest.append(entry)
         heapq.heapify(rest)

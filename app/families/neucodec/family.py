@@ -143,6 +143,7 @@ def codec_options(settings: NeuCodecSettings) -> CodecOptions:
         compile=settings.TORCH_COMPILE,
         batching=settings.CODEC_BATCHING,
         cpu_batch_codes=settings.CODEC_CPU_BATCH_CODES,
+        cover=settings.STREAM_FIRST_COVER,
         deadlines=settings.CODEC_SCHEDULING == "deadline",
         warmup_lengths=WARMUP_LENGTHS,
     )
@@ -246,6 +247,7 @@ class NeuCodecFamily:
             observer=self.metrics,
             spans=tracing,  # the module's current_context/record_span: no-ops while spans are off
             decoded=self.metrics.observe_decoded,
+            cost=lambda: self.metrics.capacity.cost.line,
         )
         codec.start()
         self.codec = codec

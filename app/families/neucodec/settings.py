@@ -230,7 +230,9 @@ class NeuCodecSettings(ServerSettings):
         le=10,
         description="Windows fit the codec's load with this much to spare: the first window plays, and "
         "each window grows no further than, this many times the measured decode time of one round of "
-        "every stream's next window (0: off, the configured schedule).",
+        "every stream's next window; on a CPU a window joins a packed decode call only while the call, "
+        "this many times its measured cost, ends before its most urgent window is due, or it is due by "
+        "then itself (0: off, the configured schedule and any window joins).",
     )
     VIABILITY_MAX_FIRST_S: float = Field(
         defaults.VIABILITY_MAX_FIRST_S,

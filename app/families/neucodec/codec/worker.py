@@ -5,8 +5,10 @@ and thread (``app.codec.batcher``), so a long reference encode (a 30 s upload ta
 CPU) never holds up the decodes of streams that are playing. Decodes run earliest play-out deadline
 first, batched across requests: on an accelerator windows of one length (the stitcher cuts windows to
 a few bucket lengths so that lengths coincide), up to ``max_batch``; on a CPU windows of any lengths,
-packed into one call, while a batch holds at most ``cpu_batch_codes`` codes (``decode_budget``); run
-through a ``DecodeRunner``
+packed into one call, while a batch holds at most ``cpu_batch_codes`` codes (``decode_budget``) and, at
+the measured decode cost (``cost``), ends by its most urgent window's deadline with ``cover`` to spare,
+unless the window that would join is due by then too (``app.codec.deadlines``); run through a
+``DecodeRunner``
 (pinned buffers, copy/compute streams, CUDA graphs on cuda).
 After every decode batch ``decoded(audio_s, compute_s)`` reports the work done (the admission's measured
 codec rate). Encodes waiting together run as one batch; the encoder groups them by padded length, so each item
@@ -61,6 +63,7 @@ class CodecOptions:
     batching: str = "auto"  # CODEC_BATCHING: auto (short windows only on a CPU) | on | off
     deadlines: bool = True  # CODEC_SCHEDULING: deadline (True) | fifo (False)
     cpu_batch_codes: int = defaults.CODEC_CPU_BATCH_CODES  # CODEC_CPU_BATCH_CODES
+    cover: float = defaults.STREAM_FIRST_COVER  # STREAM_FIRST_COVER: a packed batch's time to spare (0: none)
     warmup_lengths: tuple[int, ...] = ()  # startup decodes of each, the fastest timed like a batch
 
     def decode_batch(self) -> int:
@@ -106,9 +109,11 @@ class CodecWorker:
         observer: BatchObserver | None = None,
         spans: SpanRecorder | None = None,
         decoded: Callable[[float, float], None] | None = None,
+        cost: Callable[[], tuple[float, float] | None] | None = None,
     ) -> None:
         self.options = options or CodecOptions()
         self._decoded = decoded  # (audio seconds, decode seconds) after every decode batch
+        self._cost = cost  # (fixed s, s a code) of a decode batch as measured; None: not known
         self._codebook_size = decoder.config.codebook_size
         self._encoder = encoder
         self.ops = device if isinstance(device, DeviceOps) else DeviceOps(device)
@@ -127,6 +132,7 @@ class CodecWorker:
             max_batch=opts.decode_batch(),
             weight=len,
             budget=opts.decode_budget(self.ops.is_accelerator),
+            ends=self._batch_ends if packs and opts.cover > 0 and cost is not None else None,
             deadlines=opts.deadlines,
             bind_thread=self.runner.bind_thread,
             warmup=self._warm_up,
@@ -159,6 +165,15 @@ class CodecWorker:
     def can_encode(self) -> bool:
         """True when the worker was given an encoder."""
         return self._encoder is not None
+
+    def _batch_ends(self, codes: int) -> float | None:
+        """When a decode batch of ``codes`` codes started now would end, ``cover`` times its measured cost
+        (``time.monotonic()`` s); None before any cost was measured."""
+        line = self._cost() if self._cost is not None else None
+        if line is None:
+            return None
+        fixed_s, per_code_s = line
+        return time.monotonic() + self.options.cover * (fixed_s + per_code_s * codes)
 
     def start(self) -> None:
         """Start the batchers' threads. On cuda with graphs, the decode worker first captures the

@@ -323,6 +323,44 @@ async def test_a_cpu_packs_windows_of_different_lengths_and_each_decodes_as_alon
         np.testing.assert_allclose(audio, _alone(tiny_decoder, window), atol=5e-5, rtol=0)
 
 
+async def test_a_cpu_packs_a_far_window_with_an_urgent_one_only_while_the_batch_ends_in_time(
+    tiny_decoder: NeuCodecDecoder,
+) -> None:
+    """At a measured cost of 0.5 s a batch (the decode cost the family passes), a window whose listener
+    has a minute left does not join the batch of one due in 0.2 s: they decode in two calls; without a
+    measured cost they share one."""
+    rng = random.Random(9)
+    urgent, far = [rng.randrange(65536) for _ in range(6)], [rng.randrange(65536) for _ in range(30)]
+
+    async def calls(cost: tuple[float, float] | None) -> list[list[int]]:
+        """The windows' lengths of each decode call (no startup decodes: no warm-up lengths)."""
+        made: list[list[int]] = []
+
+        class Recorded:  # the decoder, recording each call
+            config = tiny_decoder.config
+
+            def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+                made.append([codes.shape[1]] * codes.shape[0])
+                return tiny_decoder(codes)
+
+            def forward_packed(self, codes: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+                made.append(lengths)
+                return tiny_decoder.forward_packed(codes, lengths)
+
+        options = CodecOptions(window_s=0.05)
+        worker = CodecWorker(Recorded(), "cpu", options=options, cost=lambda: cost)  # type: ignore[arg-type]
+        worker.start()
+        try:
+            now = time.monotonic()
+            await asyncio.gather(worker.decode(urgent, now + 0.2), worker.decode(far, now + 60))
+        finally:
+            await worker.close()
+        return made
+
+    assert await calls((0.5, 0.0)) == [[6], [30]]
+    assert await calls(None) == [[6, 30]]
+
+
 def snr_db(reference: np.ndarray, other: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(reference**2) / max(np.sum((reference - other) ** 2), 1e-30)))
 

@@ -66,6 +66,33 @@ def test_a_budget_takes_the_most_urgent_items_whose_weights_still_fit() -> None:
     assert [name for name, _ in queue.take(16, budget=130)] == ["f"]
 
 
+def test_a_window_joins_only_if_the_batch_still_ends_by_the_first_deadline_or_it_is_due_by_then() -> None:
+    """A batch of w codes started now (0) ends at w / 100 s. The first window (20 codes, due at 0.5) leaves
+    room for 30 more: a 10-code window due at 9 joins (the batch ends at 0.3), a 30-code one due at 9.5
+    would end it at 0.6 and waits for the next batch. A 100-code window due at 0.6 joins although the batch
+    then ends at 1.2: it could not wait. Unknown ends (None) bound nothing."""
+
+    def names(batch: list[tuple[str, int]]) -> list[str]:
+        return [name for name, _ in batch]
+
+    def queue_of(items: list[tuple[str, int, float]]) -> DeadlineQueue[tuple[str, int]]:
+        queue: DeadlineQueue[tuple[str, int]] = DeadlineQueue(key=lambda item: 0, weight=lambda item: item[1])
+        for name, weight, deadline in items:
+            queue.push((name, weight), deadline)
+        return queue
+
+    def ends(codes: int) -> float:
+        return codes / 100
+
+    queue = queue_of([("a", 20, 0.5), ("far", 10, 9.0), ("farther", 30, 9.5)])
+    assert names(queue.take(16, budget=1000, ends=ends)) == ["a", "far"]
+    assert names(queue.take(16, budget=1000, ends=ends)) == ["farther"]
+    queue = queue_of([("a", 20, 0.5), ("soon", 100, 0.6), ("far", 10, 9.0)])
+    assert names(queue.take(16, budget=1000, ends=ends)) == ["a", "soon"]
+    queue = queue_of([("a", 20, 0.5), ("soon", 100, 0.6), ("far", 10, 9.0)])
+    assert names(queue.take(16, budget=1000, ends=lambda codes: None)) == ["a", "soon", "far"]
+
+
 def test_edf_matches_a_sort_on_random_workloads() -> None:
     rng = random.Random(7)
     queue: DeadlineQueue[tuple[int, float, int]] = DeadlineQueue(key=lambda item: item[0])
