@@ -347,7 +347,7 @@ async def test_a_cpu_packs_a_far_window_with_an_urgent_one_only_while_the_batch_
                 made.append(lengths)
                 return tiny_decoder.forward_packed(codes, lengths)
 
-        options = CodecOptions(window_s=0.05)
+        options = CodecOptions(window_s=0.2)
         worker = CodecWorker(Recorded(), "cpu", options=options, cost=lambda: cost)  # type: ignore[arg-type]
         worker.start()
         try:
