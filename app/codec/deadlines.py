@@ -92,17 +92,17 @@ class DeadlineQueue(Generic[I]):
             return [heapq.heappop(self._heap).item]
         chosen: list[_Entry[I]] = []
         rest: list[_Entry[I]] = []
-        room, weight = budget, 0
+        weight = 0  # of the chosen items
         for entry in sorted(self._heap):
             if not self._alive(entry.item):
                 continue
-            fits = room is None or not chosen or entry.weight <= room
-            if fits and chosen and ends is not None:
-                end = ends(weight + entry.weight)
-                fits = end is None or entry.deadline <= end or end <= chosen[0].deadline
-            if entry.key == key and len(chosen) < max_batch and fits:
+            joins = entry.key == key and len(chosen) < max_batch
+            if joins and chosen:
+                joins = budget is None or weight + entry.weight <= budget
+                end = ends(weight + entry.weight) if joins and ends is not None else None
+                joins = joins and (end is None or entry.deadline <= end or end <= chosen[0].deadline)
+            if joins:
                 chosen.append(entry)
-                room = None if room is None else room - entry.weight
                 weight += entry.weight
             else:
                 rest.append(entry)
