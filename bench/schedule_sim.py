@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
-import itertools
 import json
+import math
 import statistics
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import looptime
@@ -52,6 +51,7 @@ import numpy as np
 
 from app.api.admission import Admission, Viability
 from app.audio.playback import Playback
+from app.codec.deadlines import DeadlineQueue
 from app.config import Settings
 from app.core.constants import SAMPLES_PER_TOKEN, TOKENS_PER_SECOND
 from app.core.errors import RateLimited
@@ -83,16 +83,15 @@ CONFIGS: dict[str, dict[str, Any]] = {"previous": PREVIOUS, "current": {}}
 BATCH_WINDOW_S = 0.002  # the codec batcher's BATCH_WINDOW_MS: how long an idle codec gathers a batch
 
 
-@dataclass(order=True)
+@dataclass
 class _Window:
-    due: float  # play-out deadline; -inf: now
-    order: int
-    codes: int = field(compare=False)
-    done: asyncio.Future[None] = field(compare=False)
+    codes: int
+    done: asyncio.Future[None]
 
 
 class ModeledCodec:
-    """One decode at a time, earliest deadline first, windows of any lengths packed into one batch, most
+    """One decode at a time, the batches chosen as the codec batcher chooses them on a CPU
+    (``DeadlineQueue.take``): earliest deadline first, windows of any lengths packed into one batch, most
     urgent first, while it holds at most ``batch_codes`` codes and ``max_batch`` windows and, ``cover``
     times its cost, still ends by the first window's deadline unless the one joining is due by then (the
     first always goes); a batch of ``c`` codes takes ``fixed_s + per_code_s * c`` seconds; each batch is
@@ -112,43 +111,32 @@ class ModeledCodec:
         self.metrics = metrics
         self.busy_s = 0.0
         self.decoded = 0  # codes
-        self._queue: list[_Window] = []
-        self._order = itertools.count()
+        self._queue: DeadlineQueue[_Window] = DeadlineQueue(
+            key=lambda window: 0, weight=lambda window: window.codes
+        )
         self._wake = asyncio.Event()
 
     async def decode(self, codes: list[int], deadline: float | None = None) -> np.ndarray:
-        window = _Window(
-            -np.inf if deadline is None else deadline,
-            next(self._order),
-            len(codes),
-            asyncio.get_running_loop().create_future(),
-        )
-        heapq.heappush(self._queue, window)
+        window = _Window(len(codes), asyncio.get_running_loop().create_future())
+        self._queue.push(window, -math.inf if deadline is None else deadline)  # None: due now
         self._wake.set()
         await window.done
         return np.zeros(len(codes) * SAMPLES_PER_TOKEN, dtype=np.float32)
 
+    def _ends(self, codes: int) -> float:
+        """When a batch of ``codes`` codes started now would end, ``cover`` times its cost."""
+        return asyncio.get_running_loop().time() + self.cover * (self.fixed_s + self.per_code_s * codes)
+
     async def run(self) -> None:
         """Serve the queue until cancelled."""
         while True:
-            while not self._queue:
+            while not len(self._queue):
                 self._wake.clear()
                 await self._wake.wait()
             await asyncio.sleep(BATCH_WINDOW_S)
-            first = heapq.heappop(self._queue)
-            batch, rest, codes = [first], [], first.codes
-            now = asyncio.get_running_loop().time()
-            while self._queue:
-                window = heapq.heappop(self._queue)
-                fits = len(batch) < self.max_batch and codes + window.codes <= self.batch_codes
-                if fits and self.cover > 0:  # it ends by the first's deadline, or this one is due by then
-                    ends = now + self.cover * (self.fixed_s + self.per_code_s * (codes + window.codes))
-                    fits = window.due <= ends or ends <= first.due
-                (batch if fits else rest).append(window)
-                codes += window.codes if fits else 0
-            for window in rest:
-                heapq.heappush(self._queue, window)
-            await self.compute(codes)
+            ends = self._ends if self.cover > 0 else None
+            batch = self._queue.take(self.max_batch, self.batch_codes, ends)
+            await self.compute(sum(window.codes for window in batch))
             for window in batch:
                 if not window.done.done():
                     window.done.set_result(None)
