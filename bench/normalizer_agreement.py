@@ -123,14 +123,19 @@ script; the rest is measured on every run).
   tiga"; "hingga" for ranges; "negatif" for minus. A clock time ("10am", "14:00", "8.30 pagi", "2
   petang", "9 malam" after pada/sebelum/dari...) takes "pukul" before it unless "pukul" or "jam" is the
   word before it or the sentence already has "pukul" or a clock time before it: "10am hingga 6pm" is
-  "pukul sepuluh pagi hingga enam petang". "3hb Ogos" (hari bulan) is "tiga hari bulan Ogos", "1hb" alone
+  "pukul sepuluh pagi hingga enam petang". The parts of the day written short after a clock time are
+  said in full ("10:30pg" "pukul sepuluh tiga puluh pagi", "2.30 ptg", "8.00 mlm", "12tgh" tengah hari,
+  "tgh mlm" tengah malam; in another language a.m. or p.m.); "mlm" after a bare number counts nights
+  ("3 hari 2 mlm" "tiga hari dua malam") unless a dash after a clock time makes it one ("10pg-10mlm").
+  "3hb Ogos" (hari bulan) is "tiga hari bulan Ogos", "1hb" alone
   "satu hari bulan", "10hb-12hb Mac" a range; "hb" in a code-switched sentence is read in Malay, in an
   English, Mandarin or Tamil sentence it is a date ("the third of August", 八月三日).
 - **Mandarin**: 万/亿 grouping with 零; 十 not 一十 at the start; 两 for a leading 2 before 百/千/万/亿
   and for a bare 2 before a measure word (两点, 两个, 两公斤, 两令吉), 二 after 第; scales multiplied out
   (RM2.5 million 两百五十万令吉); dates 二零二六年九月十二日 (years digit by digit); times 上午/中午/下午
-  /晚上/午夜 + 点/分; 百分之; units before the number where Mandarin puts them (摄氏三十度, 每小时六十公里,
-  每公斤五令吉); GB/MB kept as letters; Latin titles (Dr.) kept as written.
+  /晚上/午夜 + 点/分; ¥ and ￥ are 元 (renminbi; yen in the other languages); 百分之; units
+  before the number where Mandarin puts them (摄氏三十度, 每小时六十公里, 每公斤五令吉); GB/MB kept as
+  letters; Latin titles (Dr.) kept as written.
 - **Tamil** (number words written by hand): Indian grouping (ஆயிரம், லட்சம், கோடி) with joining forms as
   separate words ("ஆயிரத்து இருநூற்று ஐம்பது"), except that a tens word and a unit that starts with a
   vowel are one word, as Tamil writes them (முப்பத்தேழு, இருபத்தொன்று, நாற்பத்தைந்து, தொண்ணூற்றொன்பது,

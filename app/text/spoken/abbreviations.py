@@ -36,6 +36,7 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "cth": ("contohnya", "contohnya", None),
     "Ext": ("extension", "sambungan", None),
     "pa": ("per annum", "setahun", None),
+    "mlm": ("malam", "malam", None),
 }
 # abbreviations whose dot may also end the sentence: the dot is kept there
 SENTENCE_FINAL = frozenset({"etc", "dll", "dsb"})
@@ -53,6 +54,7 @@ ABBREVIATION = "|".join(
         r"(?<![A-Za-z_.])(?:dll|dsb)\.?(?!\w)",
         r"(?<![A-Za-z_.])vs\.?(?=\s)",
         r"(?<![A-Za-z_.])Ext\.?(?=\s?\d)",
+        r"(?<=\d )mlm(?!\w)",  # nights, "3 hari 2 mlm" (a clock time takes it first: "8.30 mlm")
     )
 )
 

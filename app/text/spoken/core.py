@@ -38,7 +38,7 @@ from app.text.spoken.speaker import Speaker
 __all__ = ["normalize_spoken", "speaker_for"]
 
 _SPEAKERS: dict[str, Speaker] = {s.code: s for s in (English(), Malay(), Mandarin(), Tamil())}
-_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥#+-.\u2212")
+_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥￥₹฿₩#+-.\u2212")
 _EMAIL_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 _NOT_URL = frozenset(" \t\n\r(<\"'[")
 _LOOK_BACK = 32

@@ -20,12 +20,13 @@ from app.text.spoken.lang_ta import TAMIL_MEASURE_WORDS
 from app.text.spoken.lang_zh import MEASURE_WORDS
 from app.text.spoken.patterns import (
     CURRENCIES,
+    DAY_PARTS,
     DIGIT_CUES,
     HB_DATE,
     MONTHS,
     PER_UNITS,
     PHONE_CUES,
-    TIME,
+    RANGE_END_TIME,
     UNITS,
     VERSION_CUES,
     YEAR_CUES,
@@ -331,6 +332,13 @@ def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
     """(hour, minute, "am" | "pm" | None) of a ``patterns.TIME`` match."""
+    part = _day_part(m)
+    if part:
+        value, minutes = int(m["mh"] or m["bh"]), int(m["mmin"] or 0)
+        if value > 12 or value == 0:
+            return (value - 12 if value > 12 else 12), minutes, "pm" if 12 < value < 24 else "am"
+        half = DAY_PARTS[part][1]
+        return value, minutes, "am" if part in ("mlm", "malam") and value == 12 else half
     for hour, minute, period in (
         ("th", "tmin", "tap"),
         ("dh", "dmin", "dap"),
@@ -344,6 +352,23 @@ def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
             marker = m[period] if period else None
             return value, minutes, (marker[0].lower() + "m") if marker else None
     raise AssertionError("unreachable: TIME matched without an hour")
+
+
+def _day_part(m: re.Match[str]) -> str | None:
+    """The Malay part of the day written after a ``patterns.TIME`` match's clock ("ptg", "pagi"), lowered."""
+    part = m["mpart"] or m["mfull"] or m["bpart"] or m["bfull"]
+    return part.lower() if part else None
+
+
+def _spoken_clock(m: re.Match[str], sp: Speaker) -> str:
+    """A ``patterns.TIME`` match said by ``sp``; a Malay sentence keeps the part of the day as written
+    ("10:30pg" -> "sepuluh tiga puluh pagi", "6.30 mlm" -> "enam tiga puluh malam"), another language says
+    its half of the day ("ten thirty a m")."""
+    part = _day_part(m)
+    if part and sp.code == "ms":
+        hour, minute, _ = _clock(m)
+        return sp.join([sp.time(hour, minute, None), DAY_PARTS[part][0]])
+    return sp.time(*_clock(m))
 
 
 def _pukul(sp: Speaker, text: str, start: int) -> str:
@@ -367,12 +392,12 @@ def _sentence_start(text: str, start: int) -> int:
 
 
 def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    spoken, end = sp.time(*_clock(m)), m.end()
+    spoken, end = _spoken_clock(m, sp), m.end()
     dash = _DAYPART_DASH.match(text, end)
-    second = TIME.match(text, dash.end()) if dash else None
+    second = RANGE_END_TIME.match(text, dash.end()) if dash else None
     if dash and second:  # "9am-5pm", "8:00 pagi - 5:00 petang"
         spoken = sp.join([spoken, dash["part"] or ""])
-        spoken, end = sp.range(spoken, sp.time(*_clock(second))), second.end()
+        spoken, end = sp.range(spoken, _spoken_clock(second, sp)), second.end()
     return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
 
 

@@ -64,6 +64,13 @@ class English(Speaker):
         "eur": ("euro", "euros", "cent", "cents"),
         "gbp": ("pound", "pounds", "penny", "pence"),
         "jpy": ("yen", "yen", "", ""),
+        "yen_sign": ("yen", "yen", "", ""),
+        "inr": ("rupee", "rupees", "paisa", "paise"),
+        "cny": ("yuan", "yuan", "", ""),
+        "thb": ("baht", "baht", "satang", "satang"),
+        "hkd": ("Hong Kong dollar", "Hong Kong dollars", "cent", "cents"),
+        "twd": ("New Taiwan dollar", "New Taiwan dollars", "cent", "cents"),
+        "krw": ("won", "won", "", ""),
     }
 
     def year(self, n: int) -> str:

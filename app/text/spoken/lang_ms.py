@@ -63,6 +63,13 @@ class Malay(Speaker):
         "eur": ("euro", "euro", "sen", "sen"),
         "gbp": ("paun", "paun", "peni", "peni"),
         "jpy": ("yen", "yen", "", ""),
+        "yen_sign": ("yen", "yen", "", ""),
+        "inr": ("rupee", "rupee", "paisa", "paisa"),
+        "cny": ("yuan", "yuan", "", ""),
+        "thb": ("baht", "baht", "satang", "satang"),
+        "hkd": ("dolar Hong Kong", "dolar Hong Kong", "sen", "sen"),
+        "twd": ("dolar Taiwan", "dolar Taiwan", "sen", "sen"),
+        "krw": ("won", "won", "", ""),
     }
 
     def time(self, hour: int, minute: int, period: str | None) -> str:

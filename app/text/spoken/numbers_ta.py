@@ -147,11 +147,13 @@ def attach(word: str, sign: str) -> str:
 
 def join_suffix(word: str, suffix: str) -> str:
     """A case suffix written glued to digits, joined to the word before it: ஐந்து + க்கு -> ஐந்துக்கு,
-    இருபது + இல் -> இருபதில், ஆயிரம் + க்கு -> ஆயிரத்துக்கு, ரிங்கிட் + க்கு -> ரிங்கிட்டுக்கு."""
+    இருபது + இல் -> இருபதில், ஆயிரம் + க்கு -> ஆயிரத்துக்கு, ரிங்கிட் + க்கு -> ரிங்கிட்டுக்கு, ரூபாய் + க்கு -> ரூபாய்க்கு."""
     sign = _VOWEL_SIGNS.get(suffix[:1])
     if word.endswith("ம்"):  # ஆயிரம் -> ஆயிரத்து-
         stem = word[:-2] + "த்த"
         return stem + sign + suffix[1:] if sign is not None else stem + _U + suffix
+    if word.endswith("ய்"):  # ரூபாய் + க்கு -> ரூபாய்க்கு, + இல் -> ரூபாயில்
+        return word[:-1] + sign + suffix[1:] if sign is not None else word + suffix
     if word.endswith(_VIRAMA):  # a loanword ending in a consonant: ரிங்கிட் -> ரிங்கிட்டு-, டாலர் -> டாலரு-
         doubled = (word[-2] in _DOUBLED and word[-3] != _VIRAMA) or _SHORT_SYLLABLE.fullmatch(word)
         stem = word + word[-2] if doubled else word[:-1]

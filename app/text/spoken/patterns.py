@@ -15,16 +15,20 @@ from collections.abc import Iterable
 from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
-    "ABBREVIATION_HINT", "CURRENCIES", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY", "MONTHS",
-    "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "ROAD_NUMBER",
-    "ROAD_WORDS", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES",
-    "entity_pattern",
+    "ABBREVIATION_HINT", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY",
+    "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS",
+    "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT",
+    "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
 CURRENCIES = {
     "RM": "rm", "MYR": "rm", "USD": "usd", "US$": "usd", "SGD": "sgd", "S$": "sgd", "AUD": "aud",
-    "A$": "aud", "EUR": "eur", "€": "eur", "GBP": "gbp", "£": "gbp", "JPY": "jpy", "¥": "jpy", "$": "dollar",
+    "A$": "aud", "EUR": "eur", "€": "eur", "GBP": "gbp", "£": "gbp", "JPY": "jpy", "$": "dollar",
+    "INR": "inr", "Rs.": "inr", "Rs": "inr", "₹": "inr", "CNY": "cny", "RMB": "cny", "THB": "thb",
+    "฿": "thb", "HKD": "hkd", "HK$": "hkd", "TWD": "twd", "NT$": "twd", "KRW": "krw", "₩": "krw",
+    # the yen sign: yen, but yuan in Mandarin, where it marks the renminbi (also written full width)
+    "¥": "yen_sign", "￥": "yen_sign",
 }  # fmt: skip
 UNITS = {
     "km/h": "kmh", "km/j": "kmh", "kmj": "kmh", "kmh": "kmh", "kph": "kmh", "km²": "km2", "m²": "m2",
@@ -99,13 +103,39 @@ HB_DATE = re.compile(
     rf"(?<![\w.])(?P<hd>[0-3]?\d)\s?[hH][bB]\.?(?:\s(?P<hm>{_MONTH})\.?(?:,?\s(?P<hy>\d{{4}}))?)?(?!\w)",
     re.ASCII,
 )
-_TIME_FORMS = (
-    rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
-    rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b))",
-    r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d.])",
-    rf"(?P<hh>1[0-2]|0?[1-9])\s?(?P<hap>{_AMPM})",
-)
-TIME = re.compile("(?<![\\w.:])(?:" + "|".join(_TIME_FORMS) + ")", re.ASCII)
+# Malay parts of the day written short after a clock time ("10:30pg", "2.30 ptg", "8.00 mlm") or glued to
+# it in full ("3petang"): the word each stands for, and its half of the day on a 12-hour clock. Malam
+# follows only a time with minutes: after a bare number it counts nights ("3 hari 2 mlm").
+DAY_PARTS = {
+    "pg": ("pagi", "am"), "ptg": ("petang", "pm"), "tgh": ("tengah hari", "pm"),
+    "tgh mlm": ("tengah malam", "am"), "mlm": ("malam", "pm"), "pagi": ("pagi", "am"),
+    "petang": ("petang", "pm"), "malam": ("malam", "pm"),
+}  # fmt: skip
+_SHORT = _alternation(("pg", "ptg", "tgh", "tgh mlm"))
+_DAY_PART_AFTER_MINUTES = rf"\s?(?P<mpart>(?i:{_SHORT}|mlm))|(?P<mfull>(?i:pagi|petang|malam))"
+
+
+def _time_pattern(night_after_hour: bool) -> str:
+    """The clock times; ``night_after_hour``: a bare hour may take malam too, and a part of the day written
+    in full after a space ("10pg-10mlm", "10pg - 10 malam": the dash before it makes it a time)."""
+    if night_after_hour:
+        after_hour = rf"\s?(?:(?P<bpart>(?i:{_SHORT}|mlm))|(?P<bfull>(?i:pagi|petang|malam)))"
+    else:
+        after_hour = rf"\s?(?P<bpart>(?i:{_SHORT}))|(?P<bfull>(?i:pagi|petang))"
+    forms = (
+        rf"(?P<mh>[01]?\d|2[0-3])[:.](?P<mmin>[0-5]\d)(?:{_DAY_PART_AFTER_MINUTES})(?!\w)",
+        rf"(?P<bh>1[0-2]|0?[1-9])(?:{after_hour})(?!\w)",
+        rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
+        rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b))",
+        r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d.])",
+        rf"(?P<hh>1[0-2]|0?[1-9])\s?(?P<hap>{_AMPM})",
+    )
+    return "(?<![\\w.:])(?:" + "|".join(forms) + ")"
+
+
+TIME = re.compile(_time_pattern(night_after_hour=False), re.ASCII)
+RANGE_END_TIME = re.compile(_time_pattern(night_after_hour=True), re.ASCII)
+"""A clock time after a dash that follows another: a bare hour before malam is a time there too."""
 
 _ALTERNATIVES = (
     (
@@ -249,6 +279,7 @@ ABBREVIATION_HINT = re.compile(
             "dll",
             "dsb",
             "vs",
+            "mlm",
             "Ext",
             "p.a.",
         )
