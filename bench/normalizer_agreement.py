@@ -91,7 +91,12 @@ script; the rest is measured on every run).
   A numeric d/m/y date is day first (with "/", "-" or "."; year first when it has four digits:
   2026-09-12, 2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before",
   在...) or when the first number is larger, otherwise a fraction. Numbers longer than 15 digits are
-  read digit by digit.
+  read digit by digit. A whole number and a fraction is one number ("2 1/2" "two and a half", "dua
+  setengah", 二又二分之一, இரண்டரை). A colon between numbers that is no clock time is minutes and seconds
+  when two digits follow it ("25:30" "twenty five minutes thirty seconds"), else a ratio or score ("16:9"
+  "sixteen to nine", "enam belas berbanding sembilan", 十六比九, பதினாறுக்கு ஒன்பது). A degree sign alone
+  is degrees (darjah, 度, டிகிரி). A Tamil clock time written before மணி leaves the hour word to it ("9:30
+  மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
   负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted

@@ -35,6 +35,7 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "dsb": ("dan sebagainya", "dan sebagainya", None),
     "cth": ("contohnya", "contohnya", None),
     "Ext": ("extension", "sambungan", None),
+    "ext": ("extension", "sambungan", None),
     "pa": ("per annum", "setahun", None),
     "mlm": ("malam", "malam", None),
 }
@@ -53,7 +54,7 @@ ABBREVIATION = "|".join(
         r"(?<![A-Za-z_.])(?:e\.g|i\.e|etc|approx|cth|p\.a)\.",
         r"(?<![A-Za-z_.])(?:dll|dsb)\.?(?!\w)",
         r"(?<![A-Za-z_.])vs\.?(?=\s)",
-        r"(?<![A-Za-z_.])Ext\.?(?=\s?\d)",
+        r"(?<![A-Za-z_.])[Ee]xt\.?(?=\s?\d)",
         r"(?<=\d )mlm(?!\w)",  # nights, "3 hari 2 mlm" (a clock time takes it first: "8.30 mlm")
     )
 )

@@ -360,7 +360,7 @@ def _day_part(m: re.Match[str]) -> str | None:
     return part.lower() if part else None
 
 
-def _spoken_clock(m: re.Match[str], sp: Speaker) -> str:
+def _spoken_clock(m: re.Match[str], sp: Speaker, text: str) -> str:
     """A ``patterns.TIME`` match said by ``sp``; a Malay sentence keeps the part of the day as written
     ("10:30pg" -> "sepuluh tiga puluh pagi", "6.30 mlm" -> "enam tiga puluh malam"), another language says
     its half of the day ("ten thirty a m")."""
@@ -368,6 +368,8 @@ def _spoken_clock(m: re.Match[str], sp: Speaker) -> str:
     if part and sp.code == "ms":
         hour, minute, _ = _clock(m)
         return sp.join([sp.time(hour, minute, None), DAY_PARTS[part][0]])
+    if sp.hour_word and text[m.end() : m.end() + 1 + len(sp.hour_word)].lstrip().startswith(sp.hour_word):
+        return sp.time_before_hour_word(*_clock(m))
     return sp.time(*_clock(m))
 
 
@@ -392,12 +394,12 @@ def _sentence_start(text: str, start: int) -> int:
 
 
 def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    spoken, end = _spoken_clock(m, sp), m.end()
+    spoken, end = _spoken_clock(m, sp, text), m.end()
     dash = _DAYPART_DASH.match(text, end)
     second = RANGE_END_TIME.match(text, dash.end()) if dash else None
     if dash and second:  # "9am-5pm", "8:00 pagi - 5:00 petang"
         spoken = sp.join([spoken, dash["part"] or ""])
-        spoken, end = sp.range(spoken, _spoken_clock(second, sp)), second.end()
+        spoken, end = sp.range(spoken, _spoken_clock(second, sp, text)), second.end()
     return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
 
 
@@ -468,6 +470,23 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if b == 0:
         return _fallback(sp, m.group()), m.end()
     return sp.fraction(a, b), m.end()
+
+
+def _mixed(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "2 1/2" -> "two and a half"; a number before a slash that is no proper fraction is read alone."""
+    whole, numerator, denominator = int(m["fw"]), int(m["fn"]), int(m["fd"])
+    if not 0 < numerator < denominator:
+        return sp.number(m["fw"]), m.end("fw")
+    return sp.mixed(whole, numerator, denominator), m.end()
+
+
+def _ratio(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A colon between numbers that is no clock time: minutes and seconds ("25:30"), else a ratio or a
+    score ("16:9", "3:2")."""
+    a, b = int(m["ca"]), int(m["cb"])
+    if len(m["cb"]) == 2 and b < 60 and a < 1000:
+        return sp.duration(a, b), m.end()
+    return sp.ratio(a, b), m.end()
 
 
 def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -555,7 +574,8 @@ HANDLERS: dict[str, Handler] = {
     "email": _email, "url": _url, "abbr": _abbr, "money": _money, "hash": _hash, "ke": _ke, "mdate": _mdate,
     "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
-    "kilo": _kilo, "times": _times, "slash": _slash, "range": _range, "code2": _code, "number": _number,
+    "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
+    "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,
 }  # fmt: skip

@@ -28,6 +28,7 @@ class English(Speaker):
     numbers = numbers_en
     minus_word = "minus"
     to_word = "to"
+    ratio_word = "to"
     percent_template = "{n} percent"
     point_word = "point"
     plus_word = "plus"
@@ -45,7 +46,7 @@ class English(Speaker):
         "kb": _plural("kilobyte"), "mbps": _plural("megabit per second", "megabits per second"),
         "kmh": _plural("kilometre per hour", "kilometres per hour"),
         "c": _plural("degree Celsius", "degrees Celsius"),
-        "f": _plural("degree Fahrenheit", "degrees Fahrenheit"),
+        "f": _plural("degree Fahrenheit", "degrees Fahrenheit"), "deg": _plural("degree"),
         "kwh": _plural("kilowatt hour"), "min": _plural("minute"), "hr": _plural("hour"),
         "sec": _plural("second"), "sqft": _plural("square foot", "square feet"),
         "m2": _plural("square metre"), "km2": _plural("square kilometre"),
@@ -99,6 +100,13 @@ class English(Speaker):
 
     def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
         return self.date(day, month, year) if month else f"the {self.ordinal(day)}"
+
+    def mixed(self, whole: int, numerator: int, denominator: int) -> str:
+        """For example "two and a half", "one and three quarters"."""
+        fraction = self.fraction(numerator, denominator)
+        if numerator == 1 and denominator <= 10:
+            fraction = "a " + fraction.removeprefix("one ")
+        return f"{self.cardinal(whole)} and {fraction}"
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "one half", "three quarters", "two thirds", "five over sixteen"."""

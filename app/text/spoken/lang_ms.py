@@ -31,6 +31,7 @@ class Malay(Speaker):
     numbers = numbers_ms
     minus_word = "negatif"
     to_word = "hingga"
+    ratio_word = "berbanding"
     percent_template = "{n} peratus"
     point_word = "titik"
     plus_word = "tambah"
@@ -45,7 +46,8 @@ class Malay(Speaker):
         "kg": _same("kilogram"), "g": _same("gram"), "mg": _same("miligram"), "l": _same("liter"),
         "ml": _same("mililiter"), "gb": _same("gigabait"), "mb": _same("megabait"), "tb": _same("terabait"),
         "kb": _same("kilobait"), "mbps": _same("megabit sesaat"), "kmh": _same("kilometer sejam"),
-        "c": _same("darjah Celsius"), "f": _same("darjah Fahrenheit"), "kwh": _same("kilowatt jam"),
+        "c": _same("darjah Celsius"), "f": _same("darjah Fahrenheit"), "deg": _same("darjah"),
+        "kwh": _same("kilowatt jam"),
         "min": _same("minit"), "hr": _same("jam"), "sec": _same("saat"), "sqft": _same("kaki persegi"),
         "m2": _same("meter persegi"), "km2": _same("kilometer persegi"),
     }  # fmt: skip

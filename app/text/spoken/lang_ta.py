@@ -32,11 +32,21 @@ def _same(template: str) -> tuple[str, str]:
     return template, template
 
 
+def _day_part(hour: int, period: str | None) -> str:
+    """The part of the day said before a 12-hour clock time ("" without a period)."""
+    if period == "am":
+        return "நள்ளிரவு" if hour == 12 else "காலை"
+    if period == "pm":
+        return "மதியம்" if hour == 12 or hour <= 3 else "மாலை" if hour <= 6 else "இரவு"
+    return ""
+
+
 class Tamil(Speaker):
     code = "ta"
     numbers = numbers_ta
     minus_word = "மைனஸ்"
     to_word = "முதல்"
+    hour_word = "மணி"
     percent_template = "{n} சதவீதம்"
     point_word = "புள்ளி"
     plus_word = "பிளஸ்"
@@ -52,7 +62,8 @@ class Tamil(Speaker):
         "mg": _same("{n} மில்லிகிராம்"), "l": _same("{n} லிட்டர்"), "ml": _same("{n} மில்லிலிட்டர்"),
         "gb": _same("{n} ஜிபி"), "mb": _same("{n} எம்பி"), "tb": _same("{n} டிபி"), "kb": _same("{n} கேபி"),
         "mbps": _same("{n} எம்பிபிஎஸ்"), "kmh": _same("மணிக்கு {n} கிலோமீட்டர்"),
-        "c": _same("{n} டிகிரி செல்சியஸ்"), "f": _same("{n} டிகிரி ஃபாரன்ஹீட்"), "kwh": _same("{n} கிலோவாட் மணி"),
+        "c": _same("{n} டிகிரி செல்சியஸ்"), "f": _same("{n} டிகிரி ஃபாரன்ஹீட்"), "deg": _same("{n} டிகிரி"),
+        "kwh": _same("{n} கிலோவாட் மணி"),
         "min": _same("{n} நிமிடம்"), "hr": _same("{n} மணி நேரம்"), "sec": _same("{n} வினாடி"),
         "sqft": _same("{n} சதுர அடி"), "m2": _same("{n} சதுர மீட்டர்"), "km2": _same("{n} சதுர கிலோமீட்டர்"),
     }  # fmt: skip
@@ -86,15 +97,14 @@ class Tamil(Speaker):
 
     def time(self, hour: int, minute: int, period: str | None) -> str:
         """For example "மதியம் மூன்று மணி", "காலை பத்து மணி முப்பது நிமிடம்"."""
-        prefix = ""
-        if period == "am":
-            prefix = "நள்ளிரவு" if hour == 12 else "காலை"
-        elif period == "pm":
-            prefix = "மதியம்" if hour == 12 or hour <= 3 else "மாலை" if hour <= 6 else "இரவு"
-        words = [prefix, self.count(hour), "மணி"]
+        words = [_day_part(hour, period), self.count(hour), "மணி"]
         if minute:
             words += [self.count(minute), "நிமிடம்"]
         return self.join(words)
+
+    def time_before_hour_word(self, hour: int, minute: int, period: str | None) -> str:
+        """ "9:30 மணிக்கு" -> "ஒன்பது முப்பது மணிக்கு": the written மணி says the hour."""
+        return self.join([_day_part(hour, period), self.count(hour), self.count(minute) if minute else ""])
 
     def date(self, day: int, month: int, year: int | None) -> str:
         """For example "பன்னிரண்டு செப்டம்பர் இரண்டாயிரத்து இருபத்தாறு"."""
@@ -102,6 +112,21 @@ class Tamil(Speaker):
 
     def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
         return self.date(day, month, year) if month else self.join([numbers_ta.ordinal(day), "தேதி"])
+
+    def ratio(self, a: int, b: int) -> str:
+        """For example "பதினாறுக்கு ஒன்பது" (16:9)."""
+        head, _, last = self.cardinal(a).rpartition(" ")
+        return self.join([head, numbers_ta.join_suffix(last, "க்கு"), self.cardinal(b)])
+
+    def mixed(self, whole: int, numerator: int, denominator: int) -> str:
+        """For example "இரண்டரை" (2 1/2), "இரண்டே கால்" (2 1/4), "இரண்டே முக்கால்" (2 3/4), otherwise
+        "இரண்டு முழு மூன்றில் ஒன்று"."""
+        head, _, last = self.cardinal(whole).rpartition(" ")
+        if last.endswith("\u0bc1") and (numerator, denominator) in _FRACTIONS:  # a number word ending in u
+            if (numerator, denominator) == (1, 2):
+                return self.join([head, last[:-1] + "ரை"])
+            return self.join([head, numbers_ta.attach(last, "ே"), _FRACTIONS[numerator, denominator]])
+        return self.join([self.cardinal(whole), "முழு", self.fraction(numerator, denominator)])
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "அரை", "கால்", "முக்கால்", otherwise "மூன்றில் இரண்டு" (two of three)."""

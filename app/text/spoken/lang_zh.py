@@ -32,6 +32,7 @@ class Mandarin(Speaker):
     numbers = numbers_zh
     minus_word = "负"
     to_word = "到"
+    ratio_word = "比"
     percent_template = "百分之{n}"
     point_word = "点"
     plus_word = "加"
@@ -45,7 +46,8 @@ class Mandarin(Speaker):
         "kg": _same("{n}公斤"), "g": _same("{n}克"), "mg": _same("{n}毫克"), "l": _same("{n}升"),
         "ml": _same("{n}毫升"), "gb": _same("{n}GB"), "mb": _same("{n}MB"), "tb": _same("{n}TB"),
         "kb": _same("{n}KB"), "mbps": _same("{n}Mbps"), "kmh": _same("每小时{n}公里"),
-        "c": _same("摄氏{n}度"), "f": _same("华氏{n}度"), "kwh": _same("{n}千瓦时"), "min": _same("{n}分钟"),
+        "c": _same("摄氏{n}度"), "f": _same("华氏{n}度"), "deg": _same("{n}度"), "kwh": _same("{n}千瓦时"),
+        "min": _same("{n}分钟"),
         "hr": _same("{n}小时"), "sec": _same("{n}秒"), "sqft": _same("{n}平方英尺"), "m2": _same("{n}平方米"),
         "km2": _same("{n}平方公里"),
     }  # fmt: skip
@@ -112,6 +114,10 @@ class Mandarin(Speaker):
 
     def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
         return self.date(day, month, year) if month else f"{self.cardinal(day)}号"
+
+    def mixed(self, whole: int, numerator: int, denominator: int) -> str:
+        """For example "二又二分之一"."""
+        return f"{self.cardinal(whole)}又{self.fraction(numerator, denominator)}"
 
     def fraction(self, numerator: int, denominator: int) -> str:
         """For example "四分之三"."""

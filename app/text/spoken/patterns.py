@@ -34,8 +34,8 @@ UNITS = {
     "km/h": "kmh", "km/j": "kmh", "kmj": "kmh", "kmh": "kmh", "kph": "kmh", "km²": "km2", "m²": "m2",
     "sq ft": "sqft", "sqft": "sqft", "kWh": "kwh", "Mbps": "mbps", "km": "km", "kg": "kg", "mg": "mg",
     "cm": "cm", "mm": "mm", "ml": "ml", "mL": "ml", "m": "m", "g": "g", "l": "l", "L": "l", "GB": "gb",
-    "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "mins": "min",
-    "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
+    "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "°": "deg",
+    "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
 }  # fmt: skip
 PER_UNITS = {
     "kg": "kg", "g": "g", "km": "km", "l": "l", "L": "l", "litre": "l", "liter": "l", "h": "hr", "hr": "hr",
@@ -191,6 +191,7 @@ _ALTERNATIVES = (
         rf"(?<![\w.])(?P<nd>[0-3]?\d)(?:st|nd|rd|th)?[\s-](?P<nm>{_MONTH})\.?(?:[\s-](?P<ny>\d{{4}}))?(?![\w])",
     ),
     ("time", TIME.pattern),
+    ("ratio", r"(?<![\w.:])(?P<ca>\d+):(?P<cb>\d+)(?![\w:]|[.,]\d)"),
     (
         "dims",
         rf"(?<![\w.])(?P<xa>{_NUM})\s?[x×]\s?(?P<xb>{_NUM})(?:\s?[x×]\s?(?P<xc>{_NUM}))?"
@@ -206,6 +207,7 @@ _ALTERNATIVES = (
     ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
     ("times", r"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)x(?![\w])"),
+    ("mixed", r"(?<![\w./-])(?P<fw>\d+)\s(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]|\.\d)"),
     ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
     ("range", rf"(?<![\w.,/-])(?P<ra>{_NUM}){_DASH}(?P<rb>{_NUM})(?![\w/-]|[.,]\d)"),
     ("code2", r"(?<![\w@./#-])\d+[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
@@ -281,6 +283,7 @@ ABBREVIATION_HINT = re.compile(
             "vs",
             "mlm",
             "Ext",
+            "ext",
             "p.a.",
         )
     )

@@ -25,6 +25,8 @@ class Speaker:
     numbers: ModuleType
     minus_word = ""
     to_word = ""  # range connector: "three to five"
+    ratio_word = ""  # "16:9" -> "sixteen to nine"
+    hour_word = ""  # written after a clock time, it says the hour itself (Tamil "9:30 மணிக்கு")
     percent_template = "{n}"
     point_word = ""  # between the parts of a dotted number that is not a decimal (17.4.1)
     plus_word = ""
@@ -87,6 +89,21 @@ class Speaker:
     def range(self, low: str, high: str) -> str:
         return self.join([low, self.to_word, high])
 
+    def ratio(self, a: int, b: int) -> str:
+        """A ratio or score written with a colon: "16:9", "3:2"."""
+        return self.join([self.cardinal(a), self.ratio_word, self.cardinal(b)])
+
+    def duration(self, minutes: int, seconds: int) -> str:
+        """Minutes and seconds written like a clock that is no clock time: "25:30"."""
+        spoken = [self.unit(self.count(minutes), str(minutes), "min")]
+        if seconds:
+            spoken.append(self.unit(self.count(seconds), str(seconds), "sec"))
+        return self.join(spoken)
+
+    def mixed(self, whole: int, numerator: int, denominator: int) -> str:
+        """A whole number and a fraction: "2 1/2"."""
+        return self.join([self.cardinal(whole), self.fraction(numerator, denominator)])
+
     def percent(self, spoken: str) -> str:
         return self.percent_template.format(n=spoken)
 
@@ -136,6 +153,10 @@ class Speaker:
     def time(self, hour: int, minute: int, period: str | None) -> str:
         """``period`` is "am", "pm" or None (no marker: "9:30")."""
         raise NotImplementedError
+
+    def time_before_hour_word(self, hour: int, minute: int, period: str | None) -> str:
+        """A clock time that the text follows with ``hour_word``: the time without its own hour word."""
+        return self.time(hour, minute, period)
 
     def date(self, day: int, month: int, year: int | None) -> str:
         raise NotImplementedError
