@@ -95,8 +95,10 @@ script; the rest is measured on every run).
   setengah", 二又二分之一, இரண்டரை). A colon between numbers that is no clock time is minutes and seconds
   when two digits follow it ("25:30" "twenty five minutes thirty seconds"), else a ratio or score ("16:9"
   "sixteen to nine", "enam belas berbanding sembilan", 十六比九, பதினாறுக்கு ஒன்பது). A degree sign alone
-  is degrees (darjah, 度, டிகிரி). A Tamil clock time written before மணி leaves the hour word to it ("9:30
-  மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
+  is degrees (darjah, 度, டிகிரி). A decimal over a whole number is a rating ("4.5/5" "four point five out
+  of five", "daripada", 五分之四点五, ஐந்துக்கு நான்கு புள்ளி ஐந்து); a unit takes a per-unit ("5mg/day" "five
+  milligrams per day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A Tamil clock time
+  written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
   负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted

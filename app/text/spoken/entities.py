@@ -27,6 +27,7 @@ from app.text.spoken.patterns import (
     PER_UNITS,
     PHONE_CUES,
     RANGE_END_TIME,
+    SHORT_DAY_PART,
     UNITS,
     VERSION_CUES,
     YEAR_CUES,
@@ -415,7 +416,8 @@ def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     spoken = sp.quantity(m["uv"]) if not m["uv"].startswith("-") else sp.number(m["uv"])
     if m["uv2"]:
         spoken = sp.range(sp.number(m["uv"]), sp.quantity(m["uv2"]))
-    return sp.unit(spoken, value.replace(",", ""), UNITS[m["uk"]]), m.end()
+    spoken = sp.unit(spoken, value.replace(",", ""), UNITS[m["uk"]])
+    return (sp.per(spoken, PER_UNITS[m["uper"]]) if m["uper"] else spoken), m.end()
 
 
 def _dims(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -472,6 +474,16 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.fraction(a, b), m.end()
 
 
+def _out_of(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "4.5/5" -> "four point five out of five" (a rating: a decimal is no date nor a fraction's top)."""
+    return sp.out_of(sp.number(m["oa"]), sp.cardinal(int(m["ob"]))), m.end()
+
+
+def _height(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """6'2" -> "six foot two"."""
+    return sp.feet_inches(int(m["ft"]), int(m["inch"])), m.end()
+
+
 def _mixed(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "2 1/2" -> "two and a half"; a number before a slash that is no proper fraction is read alone."""
     whole, numerator, denominator = int(m["fw"]), int(m["fn"]), int(m["fd"])
@@ -497,6 +509,14 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         end = am_pm.end()
         spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
         return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
+    part = SHORT_DAY_PART.match(text, m.end())
+    if part and low.isdigit() and high.isdigit() and 1 <= int(low) <= 12 and 1 <= int(high) <= 12:
+        word, period = DAY_PARTS[part["part"].lower()]  # "2-4ptg"
+        if sp.code == "ms":
+            spoken = sp.join([sp.range(sp.cardinal(int(low)), sp.cardinal(int(high))), word])
+        else:
+            spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
+        return _pukul(sp, text, m.start()) + spoken, part.end()
     counted = _counted(sp, high, text, m.start(), m.end())
     spoken = sp.range(_counted(sp, low, text, m.start(), m.end()), counted)
     if sp.code == "ms" and high.isdigit() and 1 <= int(high) <= 12 and _MALAY_CLOCK.match(text, m.end()):
@@ -575,6 +595,7 @@ HANDLERS: dict[str, Handler] = {
     "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
+    "outof": _out_of, "height": _height,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

@@ -28,6 +28,8 @@ class English(Speaker):
     numbers = numbers_en
     minus_word = "minus"
     to_word = "to"
+    out_of_template = "{a} out of {b}"
+    feet_inches_template = "{ft} foot {inch}"
     ratio_word = "to"
     percent_template = "{n} percent"
     point_word = "point"

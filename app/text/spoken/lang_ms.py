@@ -31,6 +31,8 @@ class Malay(Speaker):
     numbers = numbers_ms
     minus_word = "negatif"
     to_word = "hingga"
+    out_of_template = "{a} daripada {b}"
+    feet_inches_template = "{ft} kaki {inch} inci"
     ratio_word = "berbanding"
     percent_template = "{n} peratus"
     point_word = "titik"

@@ -46,6 +46,7 @@ class Tamil(Speaker):
     numbers = numbers_ta
     minus_word = "மைனஸ்"
     to_word = "முதல்"
+    feet_inches_template = "{ft} அடி {inch} அங்குலம்"
     hour_word = "மணி"
     percent_template = "{n} சதவீதம்"
     point_word = "புள்ளி"
@@ -117,6 +118,11 @@ class Tamil(Speaker):
         """For example "பதினாறுக்கு ஒன்பது" (16:9)."""
         head, _, last = self.cardinal(a).rpartition(" ")
         return self.join([head, numbers_ta.join_suffix(last, "க்கு"), self.cardinal(b)])
+
+    def out_of(self, score: str, top: str) -> str:
+        """For example "ஐந்துக்கு நான்கு புள்ளி ஐந்து" (4.5/5)."""
+        head, _, last = top.rpartition(" ")
+        return self.join([head, numbers_ta.join_suffix(last, "க்கு"), score])
 
     def mixed(self, whole: int, numerator: int, denominator: int) -> str:
         """For example "இரண்டரை" (2 1/2), "இரண்டே கால்" (2 1/4), "இரண்டே முக்கால்" (2 3/4), otherwise

@@ -32,6 +32,8 @@ class Mandarin(Speaker):
     numbers = numbers_zh
     minus_word = "负"
     to_word = "到"
+    out_of_template = "{b}分之{a}"
+    feet_inches_template = "{ft}英尺{inch}英寸"
     ratio_word = "比"
     percent_template = "百分之{n}"
     point_word = "点"

@@ -17,8 +17,8 @@ from app.text.spoken.abbreviations import ABBREVIATION
 __all__ = [
     "ABBREVIATION_HINT", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY",
     "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS",
-    "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT",
-    "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
+    "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS",
+    "URL_HINT", "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -112,6 +112,9 @@ DAY_PARTS = {
     "petang": ("petang", "pm"), "malam": ("malam", "pm"),
 }  # fmt: skip
 _SHORT = _alternation(("pg", "ptg", "tgh", "tgh mlm"))
+SHORT_DAY_PART = re.compile(rf"\s?(?P<part>(?i:{_SHORT}))(?!\w)")
+"""A short Malay part of the day after a number ("2-4ptg"); malam is left out: after a bare number it
+counts nights."""
 _DAY_PART_AFTER_MINUTES = rf"\s?(?P<mpart>(?i:{_SHORT}|mlm))|(?P<mfull>(?i:pagi|petang|malam))"
 
 
@@ -191,6 +194,7 @@ _ALTERNATIVES = (
         rf"(?<![\w.])(?P<nd>[0-3]?\d)(?:st|nd|rd|th)?[\s-](?P<nm>{_MONTH})\.?(?:[\s-](?P<ny>\d{{4}}))?(?![\w])",
     ),
     ("time", TIME.pattern),
+    ("height", r"(?<![\w.'])(?P<ft>[1-9])'\s?(?P<inch>1[01]|\d)(?:\"|'')"),
     ("ratio", r"(?<![\w.:])(?P<ca>\d+):(?P<cb>\d+)(?![\w:]|[.,]\d)"),
     (
         "dims",
@@ -200,16 +204,21 @@ _ALTERNATIVES = (
     ("percent", rf"(?<![\w.])(?P<pv>[-{_MINUS}+]?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?[%％]"),
     (
         "unit",
-        rf"(?<![\w.])(?P<uv>[-{_MINUS}+]?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³])",
+        rf"(?<![\w.])(?P<uv>[-{_MINUS}+]?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})"
+        rf"(?:\s?/\s?(?P<uper>{_PER}))?(?![\w/²³])",
     ),
     ("ordinal", r"(?<![\w.])(?P<on>\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
     ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
     ("times", r"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)x(?![\w])"),
+    ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
     ("mixed", r"(?<![\w./-])(?P<fw>\d+)\s(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]|\.\d)"),
     ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
-    ("range", rf"(?<![\w.,/-])(?P<ra>{_NUM}){_DASH}(?P<rb>{_NUM})(?![\w/-]|[.,]\d)"),
+    (
+        "range",
+        rf"(?<![\w.,/-])(?P<ra>{_NUM}){_DASH}(?P<rb>{_NUM})(?:(?={_AMPM}|{SHORT_DAY_PART.pattern})|(?![\w/-]|[.,]\d))",
+    ),
     ("code2", r"(?<![\w@./#-])\d+[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
     (
         "number",

@@ -26,6 +26,8 @@ class Speaker:
     minus_word = ""
     to_word = ""  # range connector: "three to five"
     ratio_word = ""  # "16:9" -> "sixteen to nine"
+    out_of_template = "{a} {b}"  # "4.5/5" -> "four point five out of five"
+    feet_inches_template = "{ft} {inch}"  # 6'2" -> "six foot two"
     hour_word = ""  # written after a clock time, it says the hour itself (Tamil "9:30 மணிக்கு")
     percent_template = "{n}"
     point_word = ""  # between the parts of a dotted number that is not a decimal (17.4.1)
@@ -99,6 +101,14 @@ class Speaker:
         if seconds:
             spoken.append(self.unit(self.count(seconds), str(seconds), "sec"))
         return self.join(spoken)
+
+    def out_of(self, score: str, top: str) -> str:
+        """A score over its maximum, both already read: "4.5/5"."""
+        return self.out_of_template.format(a=score, b=top)
+
+    def feet_inches(self, feet: int, inches: int) -> str:
+        """A height in feet and inches: 6'2"."""
+        return self.feet_inches_template.format(ft=self.cardinal(feet), inch=self.cardinal(inches))
 
     def mixed(self, whole: int, numerator: int, denominator: int) -> str:
         """A whole number and a fraction: "2 1/2"."""
