@@ -54,7 +54,9 @@ _MONTH_GROUP = {"ndate": "nm", "mdate": "fm"}
 # entities whose own spelling is Malay: "ke-3"
 _OWN = {"ke": "ms"}
 _LATIN_TAIL = re.compile(r"[A-Za-z0-9.]+$")
-_TAMIL_SUFFIX = re.compile(r"[\u0b80-\u0bff]+")
+# Tamil letters glued to an entity, or after a hyphen a case suffix ("2023-ல்", "5-க்கு", "RM20-ஐ"; not
+# "5-நட்சத்திர", a compound)
+_TAMIL_SUFFIX = re.compile(r"[\u0b80-\u0bff]+|-(?=இ|ஈ|ஆ|ஐ|உ|ஓ|ல|க்க)[\u0b80-\u0bff]+")
 
 
 def speaker_for(language: str) -> Speaker:
@@ -228,7 +230,7 @@ def _read_at(text: str, start: int, sentence: str, votes: Votes | None) -> tuple
     spoken, end = HANDLERS[kind](match, speaker, text)
     if speaker.code == "ta" and spoken and (suffix := _TAMIL_SUFFIX.match(text, end)):
         head, _, last = spoken.rpartition(" ")
-        spoken = (head + " " if head else "") + numbers_ta.join_suffix(last, suffix.group())
+        spoken = (head + " " if head else "") + numbers_ta.join_suffix(last, suffix.group().lstrip("-"))
         end = suffix.end()
     return _spaced(text, start, end, spoken)
 

@@ -148,6 +148,8 @@ def attach(word: str, sign: str) -> str:
 def join_suffix(word: str, suffix: str) -> str:
     """A case suffix written glued to digits, joined to the word before it: ஐந்து + க்கு -> ஐந்துக்கு,
     இருபது + இல் -> இருபதில், ஆயிரம் + க்கு -> ஆயிரத்துக்கு, ரிங்கிட் + க்கு -> ரிங்கிட்டுக்கு, ரூபாய் + க்கு -> ரூபாய்க்கு."""
+    if suffix.startswith("ல"):  # the spoken short form of இல்: 2023ல் -> இரண்டாயிரத்து இருபத்து மூன்றில்
+        suffix = "இ" + suffix
     sign = _VOWEL_SIGNS.get(suffix[:1])
     if word.endswith("ம்"):  # ஆயிரம் -> ஆயிரத்து-
         stem = word[:-2] + "த்த"
