@@ -97,7 +97,10 @@ script; the rest is measured on every run).
   "sixteen to nine", "enam belas berbanding sembilan", 十六比九, பதினாறுக்கு ஒன்பது). A degree sign alone
   is degrees (darjah, 度, டிகிரி). A decimal over a whole number is a rating ("4.5/5" "four point five out
   of five", "daripada", 五分之四点五, ஐந்துக்கு நான்கு புள்ளி ஐந்து); a unit takes a per-unit ("5mg/day" "five
-  milligrams per day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A Tamil clock time
+  milligrams per day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A range of weekdays
+  ("Mon-Fri", "Isnin-Jumaat") is the days' names with the range word ("Monday to Friday", "Isnin hingga
+  Jumaat", 星期一到星期五, திங்கள் முதல் வெள்ளி); a time zone's offset takes the sign word ("GMT+8" "GMT plus
+  eight"); a season or fiscal year ("2024/25") is a range of years. A Tamil clock time
   written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /

@@ -30,6 +30,7 @@ from app.text.spoken.patterns import (
     SHORT_DAY_PART,
     UNITS,
     VERSION_CUES,
+    WEEKDAYS,
     YEAR_CUES,
     ZH_PHONE_CUES,
 )
@@ -463,6 +464,8 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     a, b = int(m["sa"]), int(m["sb"])
     if (a, b) == (24, 7):
         return sp.join([sp.cardinal(24), sp.cardinal(7)]), m.end()
+    if 1900 <= a <= 2099 and (b == a + 1 or (len(m["sb"]) == 2 and b == (a + 1) % 100)):
+        return sp.range(sp.year(a), sp.year(b)), m.end()  # a season or fiscal year: 2024/25
     previous = _previous_words(text, m.start(), 1)
     cue = (previous and previous[0].lower() in _DATE_CUES) or text[
         max(0, m.start() - 2) : m.start()
@@ -472,6 +475,17 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if b == 0:
         return _fallback(sp, m.group()), m.end()
     return sp.fraction(a, b), m.end()
+
+
+def _days(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "Mon-Fri" -> "Monday to Friday"."""
+    return sp.range(sp.weekdays[WEEKDAYS[m["wa"]]], sp.weekdays[WEEKDAYS[m["wb"]]]), m.end()
+
+
+def _tz(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "GMT+8" -> "GMT plus eight", "UTC-5:30" -> "UTC minus five thirty"."""
+    minutes = sp.cardinal(int(m["tzm"])) if m["tzm"] and int(m["tzm"]) else ""
+    return sp.join([m["tzn"], sp.sign_word(m["tzs"]), sp.cardinal(int(m["tzh"])), minutes]), m.end()
 
 
 def _out_of(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -595,7 +609,7 @@ HANDLERS: dict[str, Handler] = {
     "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
-    "outof": _out_of, "height": _height,
+    "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

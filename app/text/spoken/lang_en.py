@@ -28,6 +28,7 @@ class English(Speaker):
     numbers = numbers_en
     minus_word = "minus"
     to_word = "to"
+    weekdays = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
     out_of_template = "{a} out of {b}"
     feet_inches_template = "{ft} foot {inch}"
     ratio_word = "to"
@@ -49,6 +50,7 @@ class English(Speaker):
         "kmh": _plural("kilometre per hour", "kilometres per hour"),
         "c": _plural("degree Celsius", "degrees Celsius"),
         "f": _plural("degree Fahrenheit", "degrees Fahrenheit"), "deg": _plural("degree"),
+        "tbsp": _plural("tablespoon"), "tsp": _plural("teaspoon"),
         "kwh": _plural("kilowatt hour"), "min": _plural("minute"), "hr": _plural("hour"),
         "sec": _plural("second"), "sqft": _plural("square foot", "square feet"),
         "m2": _plural("square metre"), "km2": _plural("square kilometre"),

@@ -31,6 +31,7 @@ class Malay(Speaker):
     numbers = numbers_ms
     minus_word = "negatif"
     to_word = "hingga"
+    weekdays = ("Isnin", "Selasa", "Rabu", "Khamis", "Jumaat", "Sabtu", "Ahad")
     out_of_template = "{a} daripada {b}"
     feet_inches_template = "{ft} kaki {inch} inci"
     ratio_word = "berbanding"
@@ -49,6 +50,7 @@ class Malay(Speaker):
         "ml": _same("mililiter"), "gb": _same("gigabait"), "mb": _same("megabait"), "tb": _same("terabait"),
         "kb": _same("kilobait"), "mbps": _same("megabit sesaat"), "kmh": _same("kilometer sejam"),
         "c": _same("darjah Celsius"), "f": _same("darjah Fahrenheit"), "deg": _same("darjah"),
+        "tbsp": _same("sudu besar"), "tsp": _same("sudu kecil"),
         "kwh": _same("kilowatt jam"),
         "min": _same("minit"), "hr": _same("jam"), "sec": _same("saat"), "sqft": _same("kaki persegi"),
         "m2": _same("meter persegi"), "km2": _same("kilometer persegi"),

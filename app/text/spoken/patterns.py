@@ -35,7 +35,8 @@ UNITS = {
     "sq ft": "sqft", "sqft": "sqft", "kWh": "kwh", "Mbps": "mbps", "km": "km", "kg": "kg", "mg": "mg",
     "cm": "cm", "mm": "mm", "ml": "ml", "mL": "ml", "m": "m", "g": "g", "l": "l", "L": "l", "GB": "gb",
     "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "°": "deg",
-    "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
+    "tbsp": "tbsp", "tsp": "tsp", "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec",
+    "sec": "sec",
 }  # fmt: skip
 PER_UNITS = {
     "kg": "kg", "g": "g", "km": "km", "l": "l", "L": "l", "litre": "l", "liter": "l", "h": "hr", "hr": "hr",
@@ -98,6 +99,12 @@ _DASH = r"\s?[-–]\s?"
 _URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
 _URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
 
+WEEKDAYS = {
+    "Monday": 0, "Tuesday": 1, "Wednesday": 2, "Thursday": 3, "Friday": 4, "Saturday": 5, "Sunday": 6,
+    "Mon": 0, "Tue": 1, "Tues": 1, "Wed": 2, "Thu": 3, "Thur": 3, "Thurs": 3, "Fri": 4, "Sat": 5, "Sun": 6,
+    "Isnin": 0, "Selasa": 1, "Rabu": 2, "Khamis": 3, "Jumaat": 4, "Sabtu": 5, "Ahad": 6,
+}  # fmt: skip
+_WEEKDAY = _alternation(WEEKDAYS)
 # a Malay day of the month, "3hb Ogos", "14 hb. September 2026"
 HB_DATE = re.compile(
     rf"(?<![\w.])(?P<hd>[0-3]?\d)\s?[hH][bB]\.?(?:\s(?P<hm>{_MONTH})\.?(?:,?\s(?P<hy>\d{{4}}))?)?(?!\w)",
@@ -157,6 +164,11 @@ _ALTERNATIVES = (
         rf"(?:(?<![\w.])(?P<msign>[-{_MINUS}+]))?(?<![A-Za-z])(?P<cur>{_CUR})(?:\s?(?P<csign>[-{_MINUS}]))?\s?"
         rf"(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
         rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
+    ),
+    ("days", rf"(?<![\w.])(?P<wa>{_WEEKDAY})\.?\s?[-–]\s?(?P<wb>{_WEEKDAY})(?!\w)"),
+    (
+        "tz",
+        r"(?<![\w.])(?P<tzn>GMT|UTC)\s?(?P<tzs>[+\u2212-])\s?(?P<tzh>1[0-4]|0?\d)(?::?(?P<tzm>[0-5]\d))?(?!\w)",
     ),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
     (
@@ -228,9 +240,13 @@ _ALTERNATIVES = (
     ("sup", r"[¹²³⁰⁴-⁹]+"),
 )
 
-_LETTER_START = ("email", "url", "abbr", "money", "hash", "ke", "mdate", "version", "plate", "code")
+_LETTER_START = (
+    "email", "url", "abbr", "money", "days", "tz", "hash", "ke", "mdate", "version", "plate", "code",
+)  # fmt: skip
 _OTHER_START = tuple(
-    name for name, _ in _ALTERNATIVES if name not in ("abbr", "ke", "mdate", "version", "plate", "code")
+    name
+    for name, _ in _ALTERNATIVES
+    if name not in ("abbr", "days", "tz", "ke", "mdate", "version", "plate", "code")
 )
 
 
@@ -291,6 +307,9 @@ ABBREVIATION_HINT = re.compile(
             "dsb",
             "vs",
             "mlm",
+            "GMT",
+            "UTC",
+            *WEEKDAYS,
             "Ext",
             "ext",
             "p.a.",

@@ -40,6 +40,7 @@ class Speaker:
     scale_words: ClassVar[dict[str, str]] = {}  # "m" -> "million": scales said as words, not multiplied out
     units: ClassVar[dict[str, tuple[str, str]]] = {}  # key -> (template for 1, template for other values)
     per_units: ClassVar[dict[str, str]] = {}  # key -> "{n} per kilogram"
+    weekdays: tuple[str, ...] = ()  # Monday first
     # key -> (major unit for 1, for other amounts, minor unit for 1, for other amounts)
     currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {}
 
