@@ -100,7 +100,10 @@ script; the rest is measured on every run).
   milligrams per day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A range of weekdays
   ("Mon-Fri", "Isnin-Jumaat") is the days' names with the range word ("Monday to Friday", "Isnin hingga
   Jumaat", 星期一到星期五, திங்கள் முதல் வெள்ளி); a time zone's offset takes the sign word ("GMT+8" "GMT plus
-  eight"); a season or fiscal year ("2024/25") is a range of years. A Tamil clock time
+  eight"); a season or fiscal year ("2024/25") is a range of years; an ISO 8601 date and time
+  ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone service code ("*123#") its keys
+  (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before a number about / lebih kurang /
+  约 / சுமார்; an area code in brackets is part of the phone number ("(03) 2161 1234"). A Tamil clock time
   written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /

@@ -22,6 +22,7 @@ from app.text.spoken.lang_zh import Mandarin
 from app.text.spoken.language import LANGUAGES, Votes, marker_counts, script_language
 from app.text.spoken.patterns import (
     ABBREVIATION_HINT,
+    AREA_CODE,
     DIGIT_ANCHOR,
     LETTER_ENTITY,
     MONTH_LANGUAGE,
@@ -38,7 +39,7 @@ from app.text.spoken.speaker import Speaker
 __all__ = ["normalize_spoken", "speaker_for"]
 
 _SPEAKERS: dict[str, Speaker] = {s.code: s for s in (English(), Malay(), Mandarin(), Tamil())}
-_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥￥₹฿₩#+-.\u2212")
+_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥￥₹฿₩#*~+-.\u2212")
 _EMAIL_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 _NOT_URL = frozenset(" \t\n\r(<\"'[")
 _LOOK_BACK = 32
@@ -96,12 +97,16 @@ def _candidates(text: str) -> list[int]:
         if glued == start >= 2 and text[start - 1] == "/" and text[start - 2].isupper():
             glued = _back(text, start - 1, _GLUE)  # "INV/2025/00123"
         found.add(glued)
+        if text[glued] in "~*" and glued < start:  # "~RM50": RM starts an entity too
+            found.add(glued + 1)
         if glued >= 2 and text[glued - 1] == " ":
             word_start = _back(text, glued - 1, _GLUE)
             word = text[word_start : glued - 1]
             plate = PLATE_WORD.fullmatch(word)  # "JQA 3391", "PJS 11/15"
             if word in PREFIX_WORDS or text[word_start : glued - 2] in PREFIX_WORDS or plate:
                 found.add(word_start)
+    for hint in AREA_CODE.finditer(text):
+        found.add(hint.start())
     for hint in URL_HINT.finditer(text):
         found.add(_back_to_space(text, hint.start()))
     for hint in ABBREVIATION_HINT.finditer(text):

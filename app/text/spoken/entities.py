@@ -321,7 +321,14 @@ def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         day, month, year = int(m["id"]), int(m["im"]), int(m["iy"])
     if not (1 <= day <= 31 and 1 <= month <= 12):
         return _fallback(sp, m.group()), m.end()
-    return sp.date(day, month, year), m.end()
+    if not m["ith"]:
+        return sp.date(day, month, year), m.end()
+    clock = sp.time(*_twelve_hour(int(m["ith"]), int(m["itm"]), None))  # ISO 8601: 2024-06-15T10:30:00Z
+    zone = m["itz"] or ""
+    offset = [sp.sign_word(zone[0]), sp.cardinal(int(zone[1:3]))] if zone[:1] in "+-" and zone else []
+    if offset and int(zone[-2:]):
+        offset.append(sp.cardinal(int(zone[-2:])))
+    return sp.join([sp.date(day, month, year), clock, "UTC" if zone else "", *offset]), m.end()
 
 
 def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -332,15 +339,21 @@ def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return spoken + _dot_kept(m.group(), text, m.end()), m.end()
 
 
+def _twelve_hour(value: int, minutes: int, period: str | None) -> tuple[int, int, str | None]:
+    """A 24-hour clock time said on the 12-hour clock (14:30 -> 2:30 pm, 0:15 -> 12:15 am); others as
+    given."""
+    if value > 12 or value == 0:
+        return (value - 12 if value > 12 else 12), minutes, "pm" if 12 < value < 24 else "am"
+    return value, minutes, period
+
+
 def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
     """(hour, minute, "am" | "pm" | None) of a ``patterns.TIME`` match."""
     part = _day_part(m)
     if part:
-        value, minutes = int(m["mh"] or m["bh"]), int(m["mmin"] or 0)
-        if value > 12 or value == 0:
-            return (value - 12 if value > 12 else 12), minutes, "pm" if 12 < value < 24 else "am"
-        half = DAY_PARTS[part][1]
-        return value, minutes, "am" if part in ("mlm", "malam") and value == 12 else half
+        value = int(m["mh"] or m["bh"])
+        half = "am" if part in ("mlm", "malam") and value == 12 else DAY_PARTS[part][1]
+        return _twelve_hour(value, int(m["mmin"] or 0), half)
     for hour, minute, period in (
         ("th", "tmin", "tap"),
         ("dh", "dmin", "dap"),
@@ -348,11 +361,9 @@ def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
         ("hh", "", "hap"),
     ):
         if m[hour]:
-            value, minutes = int(m[hour]), int(m[minute]) if minute else 0
-            if value > 12 or value == 0:  # 24-hour clock, said on the 12-hour clock: 14:30 -> 2:30 pm
-                return (value - 12 if value > 12 else 12), minutes, "pm" if 12 < value < 24 else "am"
             marker = m[period] if period else None
-            return value, minutes, (marker[0].lower() + "m") if marker else None
+            minutes = int(m[minute]) if minute else 0
+            return _twelve_hour(int(m[hour]), minutes, (marker[0].lower() + "m") if marker else None)
     raise AssertionError("unreachable: TIME matched without an hour")
 
 
@@ -475,6 +486,17 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if b == 0:
         return _fallback(sp, m.group()), m.end()
     return sp.fraction(a, b), m.end()
+
+
+def _ussd(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A phone service code: "*123#" -> "star one two three hash"."""
+    parts = [sp.digits(part) for part in m["keys"].split("*")]
+    return sp.join([sp.star_word, *sp.join_with(parts, sp.star_word), sp.hash_word]), m.end()
+
+
+def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "~8" -> "about eight" (the number is read next)."""
+    return sp.approx_word + sp.word_space, m.end()
 
 
 def _days(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -610,6 +632,7 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
+    "ussd": _ussd, "approx": _approx,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

@@ -28,6 +28,9 @@ class English(Speaker):
     numbers = numbers_en
     minus_word = "minus"
     to_word = "to"
+    star_word = "star"
+    hash_word = "hash"
+    approx_word = "about"
     weekdays = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
     out_of_template = "{a} out of {b}"
     feet_inches_template = "{ft} foot {inch}"
@@ -51,6 +54,9 @@ class English(Speaker):
         "c": _plural("degree Celsius", "degrees Celsius"),
         "f": _plural("degree Fahrenheit", "degrees Fahrenheit"), "deg": _plural("degree"),
         "tbsp": _plural("tablespoon"), "tsp": _plural("teaspoon"),
+        "ft": _plural("foot", "feet"), "pts": _plural("point"),
+        "mbs": _plural("megabyte per second", "megabytes per second"),
+        "gbs": _plural("gigabyte per second", "gigabytes per second"),
         "kwh": _plural("kilowatt hour"), "min": _plural("minute"), "hr": _plural("hour"),
         "sec": _plural("second"), "sqft": _plural("square foot", "square feet"),
         "m2": _plural("square metre"), "km2": _plural("square kilometre"),

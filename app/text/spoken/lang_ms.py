@@ -31,6 +31,9 @@ class Malay(Speaker):
     numbers = numbers_ms
     minus_word = "negatif"
     to_word = "hingga"
+    star_word = "bintang"
+    hash_word = "pagar"
+    approx_word = "lebih kurang"
     weekdays = ("Isnin", "Selasa", "Rabu", "Khamis", "Jumaat", "Sabtu", "Ahad")
     out_of_template = "{a} daripada {b}"
     feet_inches_template = "{ft} kaki {inch} inci"
@@ -51,6 +54,8 @@ class Malay(Speaker):
         "kb": _same("kilobait"), "mbps": _same("megabit sesaat"), "kmh": _same("kilometer sejam"),
         "c": _same("darjah Celsius"), "f": _same("darjah Fahrenheit"), "deg": _same("darjah"),
         "tbsp": _same("sudu besar"), "tsp": _same("sudu kecil"),
+        "ft": _same("kaki"), "pts": _same("mata"), "mbs": _same("megabait sesaat"),
+        "gbs": _same("gigabait sesaat"),
         "kwh": _same("kilowatt jam"),
         "min": _same("minit"), "hr": _same("jam"), "sec": _same("saat"), "sqft": _same("kaki persegi"),
         "m2": _same("meter persegi"), "km2": _same("kilometer persegi"),

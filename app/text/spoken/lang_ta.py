@@ -46,6 +46,9 @@ class Tamil(Speaker):
     numbers = numbers_ta
     minus_word = "மைனஸ்"
     to_word = "முதல்"
+    star_word = "ஸ்டார்"
+    hash_word = "ஹாஷ்"
+    approx_word = "சுமார்"
     weekdays = ("திங்கள்", "செவ்வாய்", "புதன்", "வியாழன்", "வெள்ளி", "சனி", "ஞாயிறு")
     feet_inches_template = "{ft} அடி {inch} அங்குலம்"
     hour_word = "மணி"
@@ -66,6 +69,8 @@ class Tamil(Speaker):
         "mbps": _same("{n} எம்பிபிஎஸ்"), "kmh": _same("மணிக்கு {n} கிலோமீட்டர்"),
         "c": _same("{n} டிகிரி செல்சியஸ்"), "f": _same("{n} டிகிரி ஃபாரன்ஹீட்"), "deg": _same("{n} டிகிரி"),
         "tbsp": _same("{n} மேசைக்கரண்டி"), "tsp": _same("{n} தேக்கரண்டி"),
+        "ft": _same("{n} அடி"), "pts": _same("{n} புள்ளிகள்"), "mbs": _same("வினாடிக்கு {n} எம்பி"),
+        "gbs": _same("வினாடிக்கு {n} ஜிபி"),
         "kwh": _same("{n} கிலோவாட் மணி"),
         "min": _same("{n} நிமிடம்"), "hr": _same("{n} மணி நேரம்"), "sec": _same("{n} வினாடி"),
         "sqft": _same("{n} சதுர அடி"), "m2": _same("{n} சதுர மீட்டர்"), "km2": _same("{n} சதுர கிலோமீட்டர்"),

@@ -32,6 +32,10 @@ class Mandarin(Speaker):
     numbers = numbers_zh
     minus_word = "负"
     to_word = "到"
+    star_word = "星号"
+    hash_word = "井号"
+    approx_word = "约"
+    word_space = ""
     weekdays = ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日")
     out_of_template = "{b}分之{a}"
     feet_inches_template = "{ft}英尺{inch}英寸"
@@ -51,6 +55,7 @@ class Mandarin(Speaker):
         "kb": _same("{n}KB"), "mbps": _same("{n}Mbps"), "kmh": _same("每小时{n}公里"),
         "c": _same("摄氏{n}度"), "f": _same("华氏{n}度"), "deg": _same("{n}度"), "kwh": _same("{n}千瓦时"),
         "tbsp": _same("{n}汤匙"), "tsp": _same("{n}茶匙"),
+        "ft": _same("{n}英尺"), "pts": _same("{n}分"), "mbs": _same("每秒{n}MB"), "gbs": _same("每秒{n}GB"),
         "min": _same("{n}分钟"),
         "hr": _same("{n}小时"), "sec": _same("{n}秒"), "sqft": _same("{n}平方英尺"), "m2": _same("{n}平方米"),
         "km2": _same("{n}平方公里"),

@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
-    "ABBREVIATION_HINT", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE", "LETTER_ENTITY",
-    "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS",
-    "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS",
-    "URL_HINT", "VERSION_CUES", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
+    "ABBREVIATION_HINT", "AREA_CODE", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE",
+    "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD",
+    "PREFIX_WORDS", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT",
+    "UNITS", "URL_HINT", "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -35,8 +35,8 @@ UNITS = {
     "sq ft": "sqft", "sqft": "sqft", "kWh": "kwh", "Mbps": "mbps", "km": "km", "kg": "kg", "mg": "mg",
     "cm": "cm", "mm": "mm", "ml": "ml", "mL": "ml", "m": "m", "g": "g", "l": "l", "L": "l", "GB": "gb",
     "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "°": "deg",
-    "tbsp": "tbsp", "tsp": "tsp", "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec",
-    "sec": "sec",
+    "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs", "GB/s": "gbs", "mins": "min",
+    "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
 }  # fmt: skip
 PER_UNITS = {
     "kg": "kg", "g": "g", "km": "km", "l": "l", "L": "l", "litre": "l", "liter": "l", "h": "hr", "hr": "hr",
@@ -170,6 +170,8 @@ _ALTERNATIVES = (
         "tz",
         r"(?<![\w.])(?P<tzn>GMT|UTC)\s?(?P<tzs>[+\u2212-])\s?(?P<tzh>1[0-4]|0?\d)(?::?(?P<tzm>[0-5]\d))?(?!\w)",
     ),
+    ("ussd", r"(?<![\w*#])\*(?P<keys>\d+(?:\*\d+)*)#"),
+    ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
     (
         "hash",
@@ -193,13 +195,15 @@ _ALTERNATIVES = (
     (
         "date",
         r"(?<![\w/.-])(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
-        r"|(?P<iy>\d{4})(?P<is>[-/.])(?P<im>[01]?\d)(?P=is)(?P<id>[0-3]?\d))(?![\w/-]|\.\d)",
+        r"|(?P<iy>\d{4})(?P<is>[-/.])(?P<im>[01]?\d)(?P=is)(?P<id>[0-3]?\d)"
+        r"(?:T(?P<ith>[01]\d|2[0-3]):(?P<itm>[0-5]\d)(?::[0-5]\d(?:\.\d+)?)?(?P<itz>Z|[+-][01]\d:?[0-5]\d)?)?)"
+        r"(?![\w/-]|\.\d)",
     ),
     ("ic", r"(?<![\w-])(?:\d{6}-\d{2}-\d{4}|\d{12})(?![\w-])"),
     (
         "phone",
         r"(?<![\w+])(?:(?:\+\s?)?(?:6[- ]?)?0[- ]?\d{1,2}(?:[- ]?\d){6,8}|1[- ]?[38]00(?:[- ]?\d){6}"
-        r"|\+\s?\d{1,3}(?:[- ]?\d){6,12})(?!\d)",
+        r"|\+\s?\d{1,3}(?:[- ]?\d){6,12}|(?:\+\s?\d{1,3}\s?)?\(\d{1,4}\)\s?\d{3,4}[- ]?\d{3,4})(?!\d)",
     ),
     (
         "ndate",
@@ -267,6 +271,8 @@ OTHER_ENTITY = _compile(_OTHER_START)
 # where entities can be: digits, "@" and number symbols, or a web address ("www.", "://", ".com"); two
 # patterns, because one alternation of both is scanned several times slower
 DIGIT_ANCHOR = re.compile(r"[0-9]+|[@¼½¾⅐-⅞¹²³⁰⁴-⁹]|#(?=[A-Za-z])")
+# an area code in brackets before a phone number: "(03) 2161 1234" (``core``)
+AREA_CODE = re.compile(r"\(\d{1,4}\)\s?\d{3}")
 URL_HINT = re.compile(r"www\.|://|\.(?:com|net|org|gov|edu|my|io|asia|info|biz|co|sg|ai|app)")
 # a road number after a road word: "Jalan 7/2", "Jln. PJS 11/15", "Lorong 5/1A", "Jalan SS2/24" (``core``)
 ROAD_NUMBER = re.compile(

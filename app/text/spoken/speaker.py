@@ -41,6 +41,10 @@ class Speaker:
     units: ClassVar[dict[str, tuple[str, str]]] = {}  # key -> (template for 1, template for other values)
     per_units: ClassVar[dict[str, str]] = {}  # key -> "{n} per kilogram"
     weekdays: tuple[str, ...] = ()  # Monday first
+    star_word = ""  # "*123#": the keys of a phone service code
+    hash_word = ""
+    approx_word = ""  # "~8" -> "about eight"
+    word_space = " "  # between two words ("" in Mandarin)
     # key -> (major unit for 1, for other amounts, minor unit for 1, for other amounts)
     currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {}
 
@@ -88,6 +92,13 @@ class Speaker:
 
     def join(self, parts: list[str]) -> str:
         return " ".join(p for p in parts if p)
+
+    def join_with(self, parts: list[str], word: str) -> list[str]:
+        """``parts`` with ``word`` between each two."""
+        out: list[str] = []
+        for part in parts:
+            out += [word, part] if out else [part]
+        return out
 
     def range(self, low: str, high: str) -> str:
         return self.join([low, self.to_word, high])
