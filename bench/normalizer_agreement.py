@@ -126,8 +126,10 @@ script; the rest is measured on every run).
 - **English**: no "and", commas or hyphens in numbers ("one thousand two hundred fifty", "twenty
   one"); British unit spellings (kilometre, litre); plural for every value but exactly 1; money
   "ringgit"/"sen" never plural; dates "the twelfth of September twenty twenty six"; years after
-  "in/since/by/from..." (or a month, or Q1-Q4) as years ("nineteen ninety eight", "two thousand five"),
-  otherwise as numbers; "3pm" "three p m", "9:05" "nine oh five", "10:00" "ten o'clock"; "percent".
+  "in/since/by/from..." (or a month, or Q1-Q4, or a year so read and "to/and/or..." before it: "from 2010
+  to 2020"; a range of years after such a word: "since 1995-97") as years ("nineteen ninety eight", "two
+  thousand five"), otherwise as numbers; "3pm" "three p m", "9:05" "nine oh five", "10:00" "ten
+  o'clock"; "percent".
 - **Malay**: zero "kosong"; se- for ten, a hundred and a thousand ("sepuluh", "seratus", "seribu") but
   "satu juta"; "perpuluhan" for the decimal point; "ke-" ordinals with "pertama" for 1; dates "dua
   belas September dua ribu dua puluh enam" (years as numbers); times "tiga petang" with pagi (a.m.),

@@ -54,6 +54,8 @@ ENGLISH = [
     ("1 ft", "one foot"),
     ("95 pts", "ninety five points"),
     ("50 MB/s", "fifty megabytes per second"),
+    ("1,000,000th", "one millionth"),
+    ("50/50", "fifty fifty"),
     ("2024-06-15T10:30:00Z", "the fifteenth of June twenty twenty four ten thirty UTC"),
     ("2024-06-15T22:05:09+08:00", "the fifteenth of June twenty twenty four ten oh five p m UTC plus eight"),
     ("RM2.5 million", "two point five million ringgit"),
@@ -304,6 +306,11 @@ def test_tamil(text: str, spoken: str) -> None:
         ("The 1/2 price sale", "The one half price sale"),
         ("on 3/11", "on the third of November"),
         ("at 45/13/2026", "at forty five/thirteen/two thousand twenty six"),
+        ("From 2010 to 2020.", "From twenty ten to twenty twenty."),
+        ("in 1998 and 2004", "in nineteen ninety eight and two thousand four"),
+        ("The years 1999-2001.", "The years nineteen ninety nine to two thousand one."),
+        ("since 1995-97", "since nineteen ninety five to ninety seven"),
+        ("We sold 1500-2000 units.", "We sold one thousand five hundred to two thousand units."),
     ],
 )
 def test_context_decides_the_reading(text: str, spoken: str) -> None:

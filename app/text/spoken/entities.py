@@ -55,6 +55,7 @@ _DATE_CUES = frozenset((
 ))  # fmt: skip
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
 _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
+_YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
@@ -444,7 +445,7 @@ def _dims(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    return sp.ordinal(int(m["on"])), m.end()
+    return sp.ordinal(int(m["on"].replace(",", ""))), m.end()
 
 
 def _ta_ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -473,8 +474,8 @@ def _times(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     a, b = int(m["sa"]), int(m["sb"])
-    if (a, b) == (24, 7):
-        return sp.join([sp.cardinal(24), sp.cardinal(7)]), m.end()
+    if (a, b) in ((24, 7), (50, 50)):  # "twenty four seven", "fifty fifty"
+        return sp.join([sp.cardinal(a), sp.cardinal(b)]), m.end()
     if 1900 <= a <= 2099 and (b == a + 1 or (len(m["sb"]) == 2 and b == (a + 1) % 100)):
         return sp.range(sp.year(a), sp.year(b)), m.end()  # a season or fiscal year: 2024/25
     previous = _previous_words(text, m.start(), 1)
@@ -545,6 +546,15 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         end = am_pm.end()
         spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
         return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
+    four = (
+        low.isdigit()
+        and len(low) == 4
+        and 1000 <= int(low) <= 2099
+        and high.isdigit()
+        and len(high) in (2, 4)
+    )
+    if four and sp.code == "en" and _year_context(text, m.start()):  # "in 1999-2001", "since 1995-97"
+        return sp.range(sp.year(int(low)), sp.year(int(high))), m.end()
     part = SHORT_DAY_PART.match(text, m.end())
     if part and low.isdigit() and high.isdigit() and 1 <= int(low) <= 12 and 1 <= int(high) <= 12:
         word, period = DAY_PARTS[part["part"].lower()]  # "2-4ptg"
@@ -611,10 +621,15 @@ def _version_context(text: str, start: int, cues: frozenset[str] = VERSION_CUES)
 
 
 def _year_context(text: str, start: int) -> bool:
-    """A year cue ("in", "since", a month name) or a quarter ("Q3", "H1", "FY") just before ``start``."""
+    """A year cue ("in", "since", a month name) or a quarter ("Q3", "H1", "FY") just before ``start``, or a
+    year read so before it and a joining word ("from 2010 to 2020", "in 1998 and 2004")."""
     token = text[max(0, start - 16) : start].split()[-1:]
     word = token[0].strip(",.;:()") if token else ""
-    return word.lower() in YEAR_CUES or word in MONTHS or bool(_PERIOD_CODE.fullmatch(word))
+    if word.lower() in YEAR_CUES or word in MONTHS or bool(_PERIOD_CODE.fullmatch(word)):
+        return True
+    base = max(0, start - 24)
+    joined = _YEAR_BEFORE.search(text, base, start)
+    return bool(joined) and _year_context(text, joined.start("year"))
 
 
 def _vulgar(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:

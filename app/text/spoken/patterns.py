@@ -74,7 +74,7 @@ transaction transaksi resit receipt id postcode poskod nombor number no
 VERSION_CUES = frozenset(("version", "versi", "ver", "firmware", "android", "ios"))
 # a year (1000-2099) after one of these words is read as a year in English
 YEAR_CUES = frozenset(
-    "in since year by until till from before after of circa around during class".split()  # noqa: SIM905
+    "in since year years by until till from before after of circa around during class".split()  # noqa: SIM905
 )
 
 
@@ -223,7 +223,7 @@ _ALTERNATIVES = (
         rf"(?<![\w.])(?P<uv>[-{_MINUS}+]?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})"
         rf"(?:\s?/\s?(?P<uper>{_PER}))?(?![\w/²³])",
     ),
-    ("ordinal", r"(?<![\w.])(?P<on>\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
+    ("ordinal", r"(?<![\w.,])(?P<on>\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
     ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
