@@ -161,8 +161,9 @@ script; the rest is measured on every run).
   இரண்டாயிரத்து இருபத்தாறு"; times காலை /
   மதியம் (12-3 p.m.) / மாலை (4-6) / இரவு (7-11) + "மணி" + "நிமிடம்"; "முதல்" for ranges; case suffixes
   glued to digits, or after a hyphen, are joined with sandhi (5க்கு ஐந்துக்கு, 2020இல் இரண்டாயிரத்து இருபதில்,
-  RM200க்கு இருநூறு ரிங்கிட்டுக்கு, 2023-ல் இரண்டாயிரத்து இருபத்து மூன்றில், ல் being இல்); Latin titles
-  kept as written.
+  RM200க்கு இருநூறு ரிங்கிட்டுக்கு, 2023-ல் இரண்டாயிரத்து இருபத்து மூன்றில், ல் being இல்); Tamil unit abbreviations
+  (கி.மீ., மீ, செ.மீ., கி.கி) in full; a dotted time before மணி is a time ("7.30 மணிக்கு" "ஏழு முப்பது
+  மணிக்கு"); Latin titles kept as written.
 - **Code-switching** (Malay/English): each number takes the language of its neighbours: up to four
   words each side, weight 1/distance; the word it hangs on (just before it) counts twice, and so does
   the noun after a bare number ("3 kali"); a month spelled one way ("Mei", "May") votes 2; a comma

@@ -430,7 +430,9 @@ def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if m["uv2"]:
         spoken = sp.range(sp.number(m["uv"]), sp.quantity(m["uv2"]))
     spoken = sp.unit(spoken, value.replace(",", ""), UNITS[m["uk"]])
-    return (sp.per(spoken, PER_UNITS[m["uper"]]) if m["uper"] else spoken), m.end()
+    if m["uper"]:
+        return sp.per(spoken, PER_UNITS[m["uper"]]), m.end()
+    return spoken + _dot_kept(m["uk"], text, m.end()), m.end()  # "20 செ.மீ." ending the sentence
 
 
 def _dims(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:

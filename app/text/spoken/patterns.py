@@ -37,6 +37,9 @@ UNITS = {
     "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "°": "deg",
     "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs", "GB/s": "gbs", "mins": "min",
     "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
+    # Tamil abbreviations: kilometre, metre, centimetre, kilogram
+    "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
+    "கி.கி.": "kg", "கி.கி": "kg",
 }  # fmt: skip
 PER_UNITS = {
     "kg": "kg", "g": "g", "km": "km", "l": "l", "L": "l", "litre": "l", "liter": "l", "h": "hr", "hr": "hr",
@@ -136,7 +139,8 @@ def _time_pattern(night_after_hour: bool) -> str:
         rf"(?P<mh>[01]?\d|2[0-3])[:.](?P<mmin>[0-5]\d)(?:{_DAY_PART_AFTER_MINUTES})(?!\w)",
         rf"(?P<bh>1[0-2]|0?[1-9])(?:{after_hour})(?!\w)",
         rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
-        rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b))",
+        rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)"
+        rf"(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b|\s?மணி))",
         r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d.])",
         rf"(?P<hh>1[0-2]|0?[1-9])\s?(?P<hap>{_AMPM})",
     )
@@ -221,7 +225,7 @@ _ALTERNATIVES = (
     (
         "unit",
         rf"(?<![\w.])(?P<uv>[-{_MINUS}+]?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})"
-        rf"(?:\s?/\s?(?P<uper>{_PER}))?(?![\w/²³])",
+        rf"(?:\s?/\s?(?P<uper>{_PER}))?(?![\w/²³\u0b80-\u0bff])",
     ),
     ("ordinal", r"(?<![\w.,])(?P<on>\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
