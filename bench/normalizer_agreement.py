@@ -129,7 +129,8 @@ script; the rest is measured on every run).
   "in/since/by/from..." (or a month, or Q1-Q4, or a year so read and "to/and/or..." before it: "from 2010
   to 2020"; a range of years after such a word: "since 1995-97") as years ("nineteen ninety eight", "two
   thousand five"), otherwise as numbers; "3pm" "three p m", "9:05" "nine oh five", "10:00" "ten
-  o'clock"; "percent".
+  o'clock"; a dotted time after at, before, after, until or till is a clock time ("at 12.30" "at twelve
+  thirty"; not before %, a unit, times or per); "percent".
 - **Malay**: zero "kosong"; se- for ten, a hundred and a thousand ("sepuluh", "seratus", "seribu") but
   "satu juta"; "perpuluhan" for the decimal point; "ke-" ordinals with "pertama" for 1; dates "dua
   belas September dua ribu dua puluh enam" (years as numbers); times "tiga petang" with pagi (a.m.),

@@ -61,6 +61,11 @@ def test_an_unknown_language_is_an_error() -> None:
         # "I", "you" and particles vote for neither language
         ("Nombor IC you 900101-14-5678 kan?",
          "Nombor IC you sembilan kosong kosong satu kosong satu satu empat lima enam tujuh lapan kan?"),
+        # colloquial Malay (aku, kau, tadi) votes Malay
+        ("Aku transfer RM150 kat kau tadi, check la.",
+         "Aku transfer seratus lima puluh ringgit kat kau tadi, check la."),
+        # a dotted time after "at" is a clock time, in the language of its neighbours
+        ("Jom lunch at 12.30, I belanja.", "Jom lunch at twelve thirty, I belanja."),
     ],
 )  # fmt: skip
 def test_code_switched_numbers_follow_their_neighbours(text: str, spoken: str) -> None:

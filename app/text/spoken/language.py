@@ -70,7 +70,9 @@ diambil kaunter dibuka juruteknik waktu melawat talian beroperasi isnin selasa r
 bekalan terganggu semula penjejakan nyatakan aduan luput permohonan dimasukkan ditutup hadir pelarasan suhu
 gambar kongsi menang ikuti maklumat gangguan gunakan semasa membuat pembelian alamat baharu terletak keluasan
 laju kawasan pemanggil barisan ansuran percubaan sambutan ulang aplikasi tersedia masalah dibaiki pinjaman
-minit wang duit sekejap pihak kerajaan naik motosikal lori teksi mesyuarat seksyen
+minit wang duit sekejap pihak kerajaan naik motosikal lori teksi mesyuarat seksyen aku engkau kau tadi jom
+teruk dulu sikit banyak sangat takde tiada pastu mahal murah sedap penat rasa tahu faham beritahu makan minum
+tidur cakap kata kawan abang kakak adik mak ayah bapa ibu suami isteri rakan
 """.split()  # noqa: SIM905
 )
 

@@ -128,6 +128,9 @@ counts nights."""
 _DAY_PART_AFTER_MINUTES = rf"\s?(?P<mpart>(?i:{_SHORT}|mlm))|(?P<mfull>(?i:pagi|petang|malam))"
 
 
+_MEASURE = rf"(?:{_alternation(UNITS)}|times|percent|per)(?![A-Za-z])"
+
+
 def _time_pattern(night_after_hour: bool) -> str:
     """The clock times; ``night_after_hour``: a bare hour may take malam too, and a part of the day written
     in full after a space ("10pg-10mlm", "10pg - 10 malam": the dash before it makes it a time)."""
@@ -141,7 +144,9 @@ def _time_pattern(night_after_hour: bool) -> str:
         rf"(?P<th>[01]?\d|2[0-4]):(?P<tmin>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<tap>{_AMPM}))?(?![\w:])",
         rf"(?P<dh>1[0-2]|0?[1-9])\.(?P<dmin>[0-5]\d)"
         rf"(?:\s?(?P<dap>{_AMPM})|(?=\s?(?:pagi|petang|malam|tengah)\b|\s?மணி))",
-        r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d.])",
+        # a dotted time after a clock word: "pukul 3.30", "at 12.30" (not "at 3.45%", "at 2.50 kg")
+        r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam )|(?<=at )|(?<=At )|(?<=before )|(?<=after )|(?<=until )"
+        rf"|(?<=till ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d%°A-Za-z]|\.\d|\s?{_MEASURE})",
         rf"(?P<hh>1[0-2]|0?[1-9])\s?(?P<hap>{_AMPM})",
     )
     return "(?<![\\w.:])(?:" + "|".join(forms) + ")"
