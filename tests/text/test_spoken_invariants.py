@@ -86,6 +86,8 @@ _PIECES = [
     ":", "%", "°C", "km", "kg", "x", "k", "pm", "p.m.", " ", " ", "pukul ", "at ", "on ", "价格", "点", "年",
     "第", "个", "உங்கள் ", "ஆம்", "க்கு", "www.", ".com", ".my", "http://", "abc", "MH", "Q", "Jan", "Mei",
     "½", "²", "①", "１２", "0", "+60", "(", "，", "。", "saya ", "the ", "dan ", "IC ", "OTP ",
+    "pg", "ptg", " mlm", "tgh", "petang", "~", "*", "#", "'", '"', "GMT+", "Mon-", "Fri", "°", "T", "Z",
+    " to ", " and ", "₹", "¥", "Rs.", "HK$", "மணி", "-ல்", "கி.மீ", " 1/", "ft", "tsp", "/day",
 ]  # fmt: skip
 
 
@@ -104,6 +106,15 @@ def test_random_input_never_fails_and_keeps_the_contract() -> None:
         once = normalize_spoken(text)
         assert not has_digit(once), text
         assert normalize_spoken(once) == once, text
+
+
+def test_a_long_chain_of_years_is_read() -> None:
+    """A year after "to" looks back at the year before it, a few years at most: a long chain neither
+    recurses without bound nor rereads the chain for every year."""
+    text = "in " + " to ".join(str(1000 + i % 1000) for i in range(3000))
+    spoken = normalize_spoken(text)
+    assert not has_digit(spoken)
+    assert spoken.startswith("in one thousand to ten oh one to ten oh two")
 
 
 def test_import_has_no_side_effects_and_pulls_in_no_library() -> None:

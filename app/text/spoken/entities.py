@@ -55,6 +55,7 @@ _DATE_CUES = frozenset((
 ))  # fmt: skip
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
 _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
+_YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
@@ -624,14 +625,18 @@ def _version_context(text: str, start: int, cues: frozenset[str] = VERSION_CUES)
 
 def _year_context(text: str, start: int) -> bool:
     """A year cue ("in", "since", a month name) or a quarter ("Q3", "H1", "FY") just before ``start``, or a
-    year read so before it and a joining word ("from 2010 to 2020", "in 1998 and 2004")."""
-    token = text[max(0, start - 16) : start].split()[-1:]
-    word = token[0].strip(",.;:()") if token else ""
-    if word.lower() in YEAR_CUES or word in MONTHS or bool(_PERIOD_CODE.fullmatch(word)):
-        return True
-    base = max(0, start - 24)
-    joined = _YEAR_BEFORE.search(text, base, start)
-    return bool(joined) and _year_context(text, joined.start("year"))
+    year read so before it and a joining word ("from 2010 to 2020", "in 1998 and 2004"; at most
+    ``_YEAR_CHAIN`` years back)."""
+    for _ in range(_YEAR_CHAIN):
+        token = text[max(0, start - 16) : start].split()[-1:]
+        word = token[0].strip(",.;:()") if token else ""
+        if word.lower() in YEAR_CUES or word in MONTHS or bool(_PERIOD_CODE.fullmatch(word)):
+            return True
+        joined = _YEAR_BEFORE.search(text, max(0, start - 24), start)
+        if joined is None:
+            return False
+        start = joined.start("year")
+    return False
 
 
 def _vulgar(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
