@@ -12,8 +12,9 @@ with its name. Hence:
   most three letters: ``J.``, ``Dr.``, ``St.``, which stay with what follows); CJK ``。！？`` end a
   sentence with or without whitespace once the next character has come;
 - **clause end**: a word ending in ``,;:`` followed by whitespace (not a comma between numbers:
-  ``Jan 5, 2024``, ``1, 2``; the number after it must have come), a lone dash between spaces, CJK
-  ``，；：、``;
+  ``Jan 5, 2024``, ``1, 2``; the number after it must have come), a lone dash between spaces (not
+  between two words with digits, a range: ``9am - 5pm``, ``RM5 - RM10``; the word after it must have
+  come), CJK ``，；：、``;
 - **between plain words**: once the piece has ``word_chars`` characters, between two words made of
   letters only (no digit, symbol or dot), the second one complete (whitespace after it), so neither can
   belong to a number, a unit or an abbreviation; between two CJK ideographs likewise;
@@ -59,6 +60,10 @@ class Piece:
 
 def _plain(word: str) -> bool:
     return word.isalpha() and not _CJK_CHAR.search(word)
+
+
+def _has_digit(word: str) -> bool:
+    return any(c.isdigit() for c in word)
 
 
 def _ideograph(word: str) -> bool:
@@ -150,9 +155,12 @@ class StreamSplitter:
                     and token[-2].isdigit()
                     and (following is None or following[2][0].isdigit())
                 )
-                if (_CLAUSE.search(token) and not numbers) or (
-                    token in _DASHES and i > 0 and tokens[i - 1][2].isspace()
-                ):
+                dash = token in _DASHES and i > 0 and tokens[i - 1][2].isspace()
+                if dash and i >= 2 and _has_digit(tokens[i - 2][2]):  # "9am - 5pm" if a number follows
+                    if following is None or (not _has_digit(following[2]) and i + 3 >= len(tokens)):
+                        return None  # the word after the dash decides
+                    dash = not _has_digit(following[2])
+                if (_CLAUSE.search(token) and not numbers) or dash:
                     return end, after[1], "clause"
                 if (
                     end >= self.word_chars

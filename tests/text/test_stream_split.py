@@ -16,6 +16,7 @@ TEXTS = [
     "A very long run of plain words without any punctuation at all that keeps going on and on",
     "Selamat pagi, apa khabar? Saya okay.\n\nNew paragraph: 10 km, then 3.5 kg.",
     'Count 1, 2, 3 now, please. The U.S. team won 3-1. "Quoted." (Bracketed!) Done…',
+    "Open 9am - 5pm daily - closed on Sunday, prices RM5 - RM10 - cash only, 10 - twenty.",
 ]
 
 
@@ -42,6 +43,17 @@ def test_numbers_dates_and_abbreviations_stay_whole() -> None:
     assert not any(t.endswith("Dr.") or t.endswith("St.") for t in texts)
     assert any("Jan 5, 2024" in t for t in texts)
     assert [p.text for p in pieces("Count 1, 2, 3 now, please.", [1])] == ["Count 1, 2, 3 now,", "please."]
+
+
+def test_a_spaced_dash_between_numbers_is_a_range_not_a_cut() -> None:
+    texts = [p.text for p in pieces(TEXTS[5], [1])]
+    assert texts == [
+        "Open 9am - 5pm daily -",
+        "closed on Sunday,",
+        "prices RM5 - RM10 -",
+        "cash only,",
+        "10 - twenty.",  # the text ended before the word after the dash was certain: one piece
+    ]
 
 
 def test_kinds_and_spacing() -> None:
