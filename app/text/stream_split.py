@@ -8,8 +8,9 @@ thing: a number (``3.5``, ``1,000``, ``$20``), a date, an amount with its unit, 
 with its name. Hence:
 
 - **sentence end**: a word ending in ``.!?…`` (closing quotes and brackets after it allowed) followed
-  by whitespace, unless the word looks like an abbreviation (one letter, or a capitalized word of at
-  most three letters: ``J.``, ``Dr.``, ``St.``, which stay with what follows); CJK ``。！？`` end a
+  by whitespace, unless the word looks like an abbreviation (one letter, a capitalized word of at
+  most three letters: ``J.``, ``Dr.``, ``St.``, or one that comes before what it names: ``ext.``,
+  ``tel.``, ``vs.``, ``approx.``, ``rs.``; these stay with what follows); CJK ``。！？`` end a
   sentence with or without whitespace once the next character has come;
 - **clause end**: a word ending in ``,;:`` followed by whitespace (not a comma between numbers:
   ``Jan 5, 2024``, ``1, 2``; the number after it must have come), a lone dash between spaces (not
@@ -41,7 +42,7 @@ MAX_CHARS = 300
 _TOKEN = re.compile(rf"\s+|[{CJK}]|[^{CJK}\s]+")
 _SENTENCE = re.compile(r"[.!?…]+[\"'”’)\]]*$")
 _CLAUSE = re.compile(r"[,;:]$")
-_ABBREVIATION = re.compile(r"^[\"'“‘(\[]*(?:\w|[A-Z][a-z]{0,2})\.$")
+_ABBREVIATION = re.compile(r"^[\"'“‘(\[]*(?:\w|[A-Z][a-z]{0,2}|ext|tel|vs|approx|[Rr]s)\.$")
 _DASHES = ("-", "–", "—")
 _CJK_SENTENCE = "。！？"
 _CJK_CLAUSE = "，；：、"

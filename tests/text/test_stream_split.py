@@ -43,6 +43,10 @@ def test_numbers_dates_and_abbreviations_stay_whole() -> None:
     assert not any(t.endswith("Dr.") or t.endswith("St.") for t in texts)
     assert any("Jan 5, 2024" in t for t in texts)
     assert [p.text for p in pieces("Count 1, 2, 3 now, please.", [1])] == ["Count 1, 2, 3 now,", "please."]
+    assert [p.text for p in pieces("Call 03-1234 5678 ext. 56 or tel. 5 now. Done.", [1])] == [
+        "Call 03-1234 5678 ext. 56 or tel. 5 now.",
+        "Done.",
+    ]
 
 
 def test_a_spaced_dash_between_numbers_is_a_range_not_a_cut() -> None:
