@@ -131,21 +131,21 @@ script; the rest is measured on every run).
   thousand five"), otherwise as numbers; "3pm" "three p m", "9:05" "nine oh five", "10:00" "ten
   o'clock"; a dotted time after at, before, after, until or till is a clock time ("at 12.30" "at twelve
   thirty"; not before %, a unit, times or per); "percent".
-- **Malay**: zero "kosong"; se- for ten, a hundred and a thousand ("sepuluh", "seratus", "seribu") but
-  "satu juta"; "perpuluhan" for the decimal point; "ke-" ordinals with "pertama" for 1; dates "dua
-  belas September dua ribu dua puluh enam" (years as numbers); times "tiga petang" with pagi (a.m.),
-  tengah hari (12 and 1 p.m.), petang (2-6 p.m.), malam (7-11 p.m.), tengah malam (12 a.m.); per-units
-  with se- ("sekilogram", "sebulan", "kilometer sejam"); "setengah", "suku", "tiga suku", else "dua per
-  tiga"; "hingga" for ranges; "negatif" for minus. A clock time ("10am", "14:00", "8.30 pagi", "2
-  petang", "9 malam" after pada/sebelum/dari...) takes "pukul" before it unless "pukul" or "jam" is the
-  word before it or the sentence already has "pukul" or a clock time before it: "10am hingga 6pm" is
-  "pukul sepuluh pagi hingga enam petang". The parts of the day written short after a clock time are
-  said in full ("10:30pg" "pukul sepuluh tiga puluh pagi", "2.30 ptg", "8.00 mlm", "12tgh" tengah hari,
-  "tgh mlm" tengah malam; in another language a.m. or p.m.); "mlm" after a bare number counts nights
-  ("3 hari 2 mlm" "tiga hari dua malam") unless a dash after a clock time makes it one ("10pg-10mlm").
-  "3hb Ogos" (hari bulan) is "tiga hari bulan Ogos", "1hb" alone
-  "satu hari bulan", "10hb-12hb Mac" a range; "hb" in a code-switched sentence is read in Malay, in an
-  English, Mandarin or Tamil sentence it is a date ("the third of August", 八月三日).
+- **Malay**: zero "kosong"; se- for ten, a hundred and a thousand ("sepuluh", "seratus", "seribu") but "satu
+  juta"; "perpuluhan" for the decimal point; "ke-" ordinals with "pertama" for 1; dates "dua belas September
+  dua ribu dua puluh enam" (years as numbers); times "tiga petang" with pagi (a.m.), tengah hari (12 and 1
+  p.m.), petang (2-6 p.m.), malam (7-11 p.m.), tengah malam (12 a.m.); per-units with se- ("sekilogram",
+  "sebulan", "kilometer sejam"); "setengah", "suku", "tiga suku", else "dua per tiga"; "hingga" for ranges;
+  "negatif" for minus; address abbreviations in full (Tkt Tingkat, Sek. Seksyen, Kpg Kampung, Bgn. Bangunan,
+  W.P. Wilayah Persekutuan, samb. sambungan). A clock time ("10am", "14:00", "8.30 pagi", "2 petang", "9
+  malam" after pada/sebelum/dari...) takes "pukul" before it unless "pukul" or "jam" is the word before it
+  or the sentence already has "pukul" or a clock time before it: "10am hingga 6pm" is "pukul sepuluh pagi
+  hingga enam petang". The parts of the day written short after a clock time are said in full ("10:30pg"
+  "pukul sepuluh tiga puluh pagi", "2.30 ptg", "8.00 mlm", "12tgh" tengah hari, "tgh mlm" tengah malam; in
+  another language a.m. or p.m.); "mlm" after a bare number counts nights ("3 hari 2 mlm" "tiga hari dua
+  malam") unless a dash after a clock time makes it one ("10pg-10mlm"). "3hb Ogos" (hari bulan) is "tiga
+  hari bulan Ogos", "1hb" alone "satu hari bulan", "10hb-12hb Mac" a range; "hb" in a code-switched sentence
+  is read in Malay, in an English, Mandarin or Tamil sentence it is a date ("the third of August", 八月三日).
 - **Mandarin**: 万/亿 grouping with 零; 十 not 一十 at the start; 两 for a leading 2 before 百/千/万/亿
   and for a bare 2 before a measure word (两点, 两个, 两公斤, 两令吉), 二 after 第; scales multiplied out
   (RM2.5 million 两百五十万令吉); dates 二零二六年九月十二日 (years digit by digit); times 上午/中午/下午

@@ -64,6 +64,11 @@ def test_an_unknown_language_is_an_error() -> None:
         # colloquial Malay (aku, kau, tadi) votes Malay
         ("Aku transfer RM150 kat kau tadi, check la.",
          "Aku transfer seratus lima puluh ringgit kat kau tadi, check la."),
+        # Malaysian address words vote Malay; "samb." does not end the sentence
+        ("Unit A-3-5, Blok B, Tkt 3, Menara XYZ.", "Unit A tiga lima, Blok B, Tingkat tiga, Menara XYZ."),
+        ("Sila hubungi kami di talian 03-8888 9999 samb. 123.",
+         "Sila hubungi kami di talian kosong tiga lapan lapan lapan lapan sembilan sembilan sembilan "
+         "sembilan sambungan satu dua tiga."),
         # a dotted time after "at" is a clock time, in the language of its neighbours
         ("Jom lunch at 12.30, I belanja.", "Jom lunch at twelve thirty, I belanja."),
     ],
