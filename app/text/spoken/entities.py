@@ -166,7 +166,7 @@ def _abbr(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     currency = CURRENCIES[m["cur"]]
     scale = _SCALES[m["scale"]] if m["scale"] else None
-    spoken = sp.money(m["amt"], currency, scale)
+    spoken = sp.money(_grouped(m["amt"], currency), currency, scale)
     if m["amt2"]:
         scale2 = _SCALES[m["scale2"]] if m["scale2"] else None
         high = sp.money(m["amt2"], currency, scale2)
@@ -512,6 +512,17 @@ def _tz(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "GMT+8" -> "GMT plus eight", "UTC-5:30" -> "UTC minus five thirty"."""
     minutes = sp.cardinal(int(m["tzm"])) if m["tzm"] and int(m["tzm"]) else ""
     return sp.join([m["tzn"], sp.sign_word(m["tzs"]), sp.cardinal(int(m["tzh"])), minutes]), m.end()
+
+
+def _grouped(amount: str, currency: str) -> str:
+    """An amount whose thousands are grouped with dots (and cents after a comma), as written in Indonesia,
+    in the usual notation: "1.500.000" -> "1,500,000"; "50.000" too for the rupiah, which has no cents
+    written with a dot."""
+    dots = amount.count(".")
+    if dots >= 2 or (currency == "idr" and dots == 1 and len(amount.partition(".")[2]) == 3):
+        whole, _, cents = amount.partition(",")
+        return whole.replace(".", ",") + ("." + cents if cents else "")
+    return amount
 
 
 def _out_of(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:

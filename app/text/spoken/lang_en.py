@@ -82,6 +82,7 @@ class English(Speaker):
         "hkd": ("Hong Kong dollar", "Hong Kong dollars", "cent", "cents"),
         "twd": ("New Taiwan dollar", "New Taiwan dollars", "cent", "cents"),
         "krw": ("won", "won", "", ""),
+        "idr": ("rupiah", "rupiah", "sen", "sen"),
     }
 
     def year(self, n: int) -> str:

@@ -81,6 +81,7 @@ class Malay(Speaker):
         "hkd": ("dolar Hong Kong", "dolar Hong Kong", "sen", "sen"),
         "twd": ("dolar Taiwan", "dolar Taiwan", "sen", "sen"),
         "krw": ("won", "won", "", ""),
+        "idr": ("rupiah", "rupiah", "sen", "sen"),
     }
 
     def time(self, hour: int, minute: int, period: str | None) -> str:

@@ -80,6 +80,7 @@ class Mandarin(Speaker):
         "hkd": ("港元", "港元", "仙", "仙"),
         "twd": ("新台币", "新台币", "", ""),
         "krw": ("韩元", "韩元", "", ""),
+        "idr": ("印尼盾", "印尼盾", "", ""),
     }
 
     def join(self, parts: list[str]) -> str:

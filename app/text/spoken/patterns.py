@@ -27,6 +27,7 @@ CURRENCIES = {
     "A$": "aud", "EUR": "eur", "€": "eur", "GBP": "gbp", "£": "gbp", "JPY": "jpy", "$": "dollar",
     "INR": "inr", "Rs.": "inr", "Rs": "inr", "₹": "inr", "CNY": "cny", "RMB": "cny", "THB": "thb",
     "฿": "thb", "HKD": "hkd", "HK$": "hkd", "TWD": "twd", "NT$": "twd", "KRW": "krw", "₩": "krw",
+    "IDR": "idr", "Rp": "idr",
     # the yen sign: yen, but yuan in Mandarin, where it marks the renminbi (also written full width)
     "¥": "yen_sign", "￥": "yen_sign",
 }  # fmt: skip
@@ -91,6 +92,7 @@ _NOT_PLATES = "|".join(
     "ACC AM ATM CNY FY GST KM KG MB GB KB TB NRIC PM PRU PMR REF SPM SST STPM TAC TNB".split()  # noqa: SIM905
 )
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+_DOTTED = r"\d{1,3}(?:\.\d{3}){2,}(?:,\d{1,2})?(?!\d|\.\d)"  # thousands grouped with dots: Rp1.500.000
 _AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
 _SCALE = (
     r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்)(?![A-Za-z])"
@@ -171,7 +173,7 @@ _ALTERNATIVES = (
     (
         "money",
         rf"(?:(?<![\w.])(?P<msign>[-{_MINUS}+]))?(?<![A-Za-z])(?P<cur>{_CUR})(?:\s?(?P<csign>[-{_MINUS}]))?\s?"
-        rf"(?P<amt>{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
+        rf"(?P<amt>{_DOTTED}|{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
         rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
     ),
     ("days", rf"(?<![\w.])(?P<wa>{_WEEKDAY})\.?\s?[-–]\s?(?P<wb>{_WEEKDAY})(?!\w)"),
