@@ -149,9 +149,10 @@ script; the rest is measured on every run).
 - **Mandarin**: 万/亿 grouping with 零; 十 not 一十 at the start; 两 for a leading 2 before 百/千/万/亿
   and for a bare 2 before a measure word (两点, 两个, 两公斤, 两令吉), 二 after 第; scales multiplied out
   (RM2.5 million 两百五十万令吉); dates 二零二六年九月十二日 (years digit by digit); times 上午/中午/下午
-  /晚上/午夜 + 点/分; ¥ and ￥ are 元 (renminbi; yen in the other languages); 百分之; units
-  before the number where Mandarin puts them (摄氏三十度, 每小时六十公里, 每公斤五令吉); GB/MB kept as
-  letters; Latin titles (Dr.) kept as written.
+  /晚上/午夜 + 点/分; ¥ and ￥ are 元 (renminbi; yen in the other languages); a dash after 日/号/月/年
+  before a number is 到 (12月1日-12月31日), a range of years before 年 is read digit by digit
+  (二零二五到二零二六年度); 百分之; units before the number where Mandarin puts them (摄氏三十度,
+  每小时六十公里, 每公斤五令吉); GB/MB kept as letters; Latin titles (Dr.) kept as written.
 - **Tamil** (number words written by hand): Indian grouping (ஆயிரம், லட்சம், கோடி) with joining forms as
   separate words ("ஆயிரத்து இருநூற்று ஐம்பது"), except that a tens word and a unit that starts with a
   vowel are one word, as Tamil writes them (முப்பத்தேழு, இருபத்தொன்று, நாற்பத்தைந்து, தொண்ணூற்றொன்பது,

@@ -514,6 +514,11 @@ def _tz(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.join([m["tzn"], sp.sign_word(m["tzs"]), sp.cardinal(int(m["tzh"])), minutes]), m.end()
 
 
+def _zh_dash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """The dash of a Mandarin date range ("12月1日-12月31日"): the range word."""
+    return sp.to_word, m.end()
+
+
 def _grouped(amount: str, currency: str) -> str:
     """An amount whose thousands are grouped with dots (and cents after a comma), as written in Indonesia,
     in the usual notation: "1.500.000" -> "1,500,000"; "50.000" too for the rupiah, which has no cents
@@ -568,6 +573,8 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         and len(high) in (2, 4)
     )
     if four and sp.code == "en" and _year_context(text, m.start()):  # "in 1999-2001", "since 1995-97"
+        return sp.range(sp.year(int(low)), sp.year(int(high))), m.end()
+    if four and sp.code == "zh" and text.startswith("年", m.end()):  # 2025-2026年度
         return sp.range(sp.year(int(low)), sp.year(int(high))), m.end()
     part = SHORT_DAY_PART.match(text, m.end())
     if part and low.isdigit() and high.isdigit() and 1 <= int(low) <= 12 and 1 <= int(high) <= 12:
@@ -665,7 +672,7 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
-    "ussd": _ussd, "approx": _approx,
+    "ussd": _ussd, "approx": _approx, "zh_dash": _zh_dash,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

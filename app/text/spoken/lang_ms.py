@@ -54,6 +54,8 @@ class Malay(Speaker):
         "kb": _same("kilobait"), "mbps": _same("megabit sesaat"), "kmh": _same("kilometer sejam"),
         "c": _same("darjah Celsius"), "f": _same("darjah Fahrenheit"), "deg": _same("darjah"),
         "tbsp": _same("sudu besar"), "tsp": _same("sudu kecil"),
+        "mah": _same("miliampere jam"), "kw": _same("kilowatt"), "w": _same("watt"),
+        "ghz": _same("gigahertz"), "mhz": _same("megahertz"), "hz": _same("hertz"),
         "ft": _same("kaki"), "pts": _same("mata"), "mbs": _same("megabait sesaat"),
         "gbs": _same("gigabait sesaat"),
         "kwh": _same("kilowatt jam"),

@@ -55,6 +55,8 @@ class Mandarin(Speaker):
         "kb": _same("{n}KB"), "mbps": _same("{n}Mbps"), "kmh": _same("每小时{n}公里"),
         "c": _same("摄氏{n}度"), "f": _same("华氏{n}度"), "deg": _same("{n}度"), "kwh": _same("{n}千瓦时"),
         "tbsp": _same("{n}汤匙"), "tsp": _same("{n}茶匙"),
+        "mah": _same("{n}毫安时"), "kw": _same("{n}千瓦"), "w": _same("{n}瓦"), "ghz": _same("{n}GHz"),
+        "mhz": _same("{n}MHz"), "hz": _same("{n}赫兹"),
         "ft": _same("{n}英尺"), "pts": _same("{n}分"), "mbs": _same("每秒{n}MB"), "gbs": _same("每秒{n}GB"),
         "min": _same("{n}分钟"),
         "hr": _same("{n}小时"), "sec": _same("{n}秒"), "sqft": _same("{n}平方英尺"), "m2": _same("{n}平方米"),

@@ -36,6 +36,7 @@ UNITS = {
     "sq ft": "sqft", "sqft": "sqft", "kWh": "kwh", "Mbps": "mbps", "km": "km", "kg": "kg", "mg": "mg",
     "cm": "cm", "mm": "mm", "ml": "ml", "mL": "ml", "m": "m", "g": "g", "l": "l", "L": "l", "GB": "gb",
     "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "°": "deg",
+    "mAh": "mah", "kW": "kw", "W": "w", "GHz": "ghz", "MHz": "mhz", "Hz": "hz",
     "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs", "GB/s": "gbs", "mins": "min",
     "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
@@ -249,8 +250,9 @@ _ALTERNATIVES = (
     ("code2", r"(?<![\w@./#-])\d+[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
     (
         "number",
-        rf"(?P<neg>(?<![\w.+{_MINUS}-])[-{_MINUS}+](?=\d))?(?P<nv>(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)*)",
+        rf"(?P<neg>(?<![\w.+{_MINUS}\-日号月年])[-{_MINUS}+](?=\d))?(?P<nv>(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)*)",
     ),
+    ("zh_dash", r"(?<=[日号月年])[-–~～](?=\d)"),  # 12月1日-12月31日: a range, not a minus
     ("vulgar", r"[¼½¾⅐-⅞]"),
     ("sup", r"[¹²³⁰⁴-⁹]+"),
 )
