@@ -99,7 +99,8 @@ script; the rest is measured on every run).
   of five", "daripada", 五分之四点五, ஐந்துக்கு நான்கு புள்ளி ஐந்து); a unit takes a per-unit ("5mg/day" "five
   milligrams per day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A range of weekdays
   ("Mon-Fri", "Isnin-Jumaat") is the days' names with the range word ("Monday to Friday", "Isnin hingga
-  Jumaat", 星期一到星期五, திங்கள் முதல் வெள்ளி); a time zone's offset takes the sign word ("GMT+8" "GMT plus
+  Jumaat", 星期一到星期五, திங்கள் முதல் வெள்ளி), and a weekday written short before a date or a time
+  ("Fri, 12 Dec", "Sat 10am"); a time zone's offset takes the sign word ("GMT+8" "GMT plus
   eight"); a season or fiscal year ("2024/25") is a range of years; an ISO 8601 date and time
   ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone service code ("*123#") its keys
   (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before a number about / lebih kurang /

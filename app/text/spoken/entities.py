@@ -504,7 +504,9 @@ def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _days(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """ "Mon-Fri" -> "Monday to Friday"."""
+    """ "Mon-Fri" -> "Monday to Friday"; a day written short before a date or a time: "Fri, 12 Dec"."""
+    if m["wd"]:
+        return sp.weekdays[WEEKDAYS[m["wd"]]], m.end()
     return sp.range(sp.weekdays[WEEKDAYS[m["wa"]]], sp.weekdays[WEEKDAYS[m["wb"]]]), m.end()
 
 

@@ -111,6 +111,11 @@ WEEKDAYS = {
     "Isnin": 0, "Selasa": 1, "Rabu": 2, "Khamis": 3, "Jumaat": 4, "Sabtu": 5, "Ahad": 6,
 }  # fmt: skip
 _WEEKDAY = _alternation(WEEKDAYS)
+_DAY_SHORT = "Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun"  # alone, read only before a date or a time
+_DATE_OR_TIME = (
+    rf"(?:\d{{1,2}}(?:[:.]\d\d)?\s?{_AMPM}|\d{{1,2}}[:.]\d\d|\d{{1,2}}(?:st|nd|rd|th)?\s(?:{_MONTH})\b"
+    r"|\d{1,2}/\d{1,2})"
+)
 # a Malay day of the month, "3hb Ogos", "14 hb. September 2026"
 HB_DATE = re.compile(
     rf"(?<![\w.])(?P<hd>[0-3]?\d)\s?[hH][bB]\.?(?:\s(?P<hm>{_MONTH})\.?(?:,?\s(?P<hy>\d{{4}}))?)?(?!\w)",
@@ -177,7 +182,11 @@ _ALTERNATIVES = (
         rf"(?P<amt>{_DOTTED}|{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
         rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
     ),
-    ("days", rf"(?<![\w.])(?P<wa>{_WEEKDAY})\.?\s?[-–]\s?(?P<wb>{_WEEKDAY})(?!\w)"),
+    (
+        "days",
+        rf"(?<![\w.])(?:(?P<wa>{_WEEKDAY})\.?\s?[-–]\s?(?P<wb>{_WEEKDAY})(?!\w)"
+        rf"|(?P<wd>{_DAY_SHORT})\.?(?=,?\s{_DATE_OR_TIME}))",
+    ),
     (
         "tz",
         r"(?<![\w.])(?P<tzn>GMT|UTC)\s?(?P<tzs>[+\u2212-])\s?(?P<tzh>1[0-4]|0?\d)(?::?(?P<tzm>[0-5]\d))?(?!\w)",
