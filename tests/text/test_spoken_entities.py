@@ -141,6 +141,7 @@ MALAY = [
     ("10pg - 10 malam", "pukul sepuluh pagi hingga sepuluh malam"),
     ("3 hari 2 mlm", "tiga hari dua malam"),
     ("₹500", "lima ratus rupee"),
+    ("Rp5.000.000-Rp7.500.000", "lima juta hingga tujuh juta lima ratus ribu rupiah"),
     ("3:1", "tiga berbanding satu"),
     ("2 1/2", "dua setengah"),
     ("30°", "tiga puluh darjah"),

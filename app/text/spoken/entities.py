@@ -166,14 +166,15 @@ def _abbr(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     currency = CURRENCIES[m["cur"]]
     scale = _SCALES[m["scale"]] if m["scale"] else None
-    spoken = sp.money(_grouped(m["amt"], currency), currency, scale)
+    amount = _grouped(m["amt"], currency)
+    spoken = sp.money(amount, currency, scale)
     if m["amt2"]:
         scale2 = _SCALES[m["scale2"]] if m["scale2"] else None
-        high = sp.money(m["amt2"], currency, scale2)
-        if ("." in m["amt"] and not scale) or scale != scale2:
+        high = sp.money(_grouped(m["amt2"], currency), currency, scale2)
+        if ("." in amount and not scale) or scale != scale2:
             low = spoken
         else:
-            low = sp.scaled(m["amt"], scale)[0] if scale else sp.number(m["amt"])
+            low = sp.scaled(amount, scale)[0] if scale else sp.number(amount)
         spoken = sp.range(low, high)
     if m["per"]:
         spoken = sp.per(spoken, PER_UNITS[m["per"]])

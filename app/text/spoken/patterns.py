@@ -180,7 +180,7 @@ _ALTERNATIVES = (
         "money",
         rf"(?:(?<![\w.])(?P<msign>[-{_MINUS}+]))?(?<![A-Za-z])(?P<cur>{_CUR})(?:\s?(?P<csign>[-{_MINUS}]))?\s?"
         rf"(?P<amt>{_DOTTED}|{_NUM})(?:\s?(?P<scale>{_SCALE}))?"
-        rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
+        rf"(?:{_DASH}(?:{_CUR})?\s?(?P<amt2>{_DOTTED}|{_NUM})(?:\s?(?P<scale2>{_SCALE}))?)?(?:\s?/\s?(?P<per>{_PER}))?",
     ),
     (
         "days",
