@@ -495,8 +495,10 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 def _ussd(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """A phone service code: "*123#" -> "star one two three hash"."""
-    parts = [sp.digits(part) for part in m["keys"].split("*")]
-    return sp.join([sp.star_word, *sp.join_with(parts, sp.star_word), sp.hash_word]), m.end()
+    words = [sp.star_word]
+    for i, keys in enumerate(m["keys"].split("*")):
+        words += [sp.star_word, sp.digits(keys)] if i else [sp.digits(keys)]
+    return sp.join([*words, sp.hash_word]), m.end()
 
 
 def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:

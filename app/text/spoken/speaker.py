@@ -93,13 +93,6 @@ class Speaker:
     def join(self, parts: list[str]) -> str:
         return " ".join(p for p in parts if p)
 
-    def join_with(self, parts: list[str], word: str) -> list[str]:
-        """``parts`` with ``word`` between each two."""
-        out: list[str] = []
-        for part in parts:
-            out += [word, part] if out else [part]
-        return out
-
     def range(self, low: str, high: str) -> str:
         return self.join([low, self.to_word, high])
 
