@@ -80,32 +80,35 @@ script; the rest is measured on every run).
 
 ## Conventions (deliberate choices)
 
-- **All languages**: IC, phone, account, OTP, PIN and reference numbers (a leading 0, 7 or more digits,
-  or 4 or more digits after a word such as "account", "OTP", "order", "akaun", "验证码") are read digit
-  by digit, without pauses for dashes or spaces. A 24-hour time from 13:00 (and 0:xx) is said on the
-  12-hour clock with its part of day ("14:45" is "two forty five p m", "dua empat puluh lima petang",
+- **All languages**: IC, phone, account, OTP, PIN and reference numbers (a leading 0, 7 or more digits, or
+  4 or more digits after a word such as "account", "OTP", "order", "akaun", "验证码") are read digit by
+  digit, without pauses for dashes or spaces. A 24-hour time from 13:00 (and 0:xx) is said on the 12-hour
+  clock with its part of day ("14:45" is "two forty five p m", "dua empat puluh lima petang",
   "下午两点四十五分"). Email and web addresses keep their letters and read symbols in English (dot, at,
   slash, dash, underscore; "www" is "w w w"; the scheme is dropped), digits in the sentence language.
   Codes: letter runs of up to three letters are spelled ("M H", "O R D"), longer ones kept (COVID); one
-  letter run and one or two digits is a number ("A12" "A twelve"), otherwise digits one by one.
-  A numeric d/m/y date is day first (with "/", "-" or "."; year first when it has four digits:
-  2026-09-12, 2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before",
-  在...) or when the first number is larger, otherwise a fraction. Numbers longer than 15 digits are
-  read digit by digit. A whole number and a fraction is one number ("2 1/2" "two and a half", "dua
-  setengah", 二又二分之一, இரண்டரை). A colon between numbers that is no clock time is minutes and seconds
-  when two digits follow it ("25:30" "twenty five minutes thirty seconds"), else a ratio or score ("16:9"
-  "sixteen to nine", "enam belas berbanding sembilan", 十六比九, பதினாறுக்கு ஒன்பது). A degree sign alone
-  is degrees (darjah, 度, டிகிரி). A decimal over a whole number is a rating ("4.5/5" "four point five out
-  of five", "daripada", 五分之四点五, ஐந்துக்கு நான்கு புள்ளி ஐந்து); a unit takes a per-unit ("5mg/day" "five
-  milligrams per day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A range of weekdays
-  ("Mon-Fri", "Isnin-Jumaat") is the days' names with the range word ("Monday to Friday", "Isnin hingga
-  Jumaat", 星期一到星期五, திங்கள் முதல் வெள்ளி), and a weekday written short before a date or a time
-  ("Fri, 12 Dec", "Sat 10am"); a time zone's offset takes the sign word ("GMT+8" "GMT plus
-  eight"); a season or fiscal year ("2024/25") is a range of years; an ISO 8601 date and time
-  ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone service code ("*123#") its keys
-  (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before a number about / lebih kurang /
-  约 / சுமார்; an area code in brackets is part of the phone number ("(03) 2161 1234"). A Tamil clock time
-  written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
+  letter run and one or two digits is a number ("A12" "A twelve"), otherwise digits one by one. A numeric
+  d/m/y date is day first (with "/", "-" or "."; year first when it has four digits: 2026-09-12,
+  2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before", 在...) or when the
+  first number is larger, otherwise a fraction. Numbers longer than 15 digits are read digit by digit.
+- **Later classes, all languages** (found by trying sentences outside the corpus; each has entity tests):
+  A whole number and a fraction is one number ("2 1/2" "two and a half", "dua setengah", 二又二分之一,
+  இரண்டரை). A colon between numbers that is no clock time is minutes and seconds when two digits follow it
+  ("25:30" "twenty five minutes thirty seconds"), else a ratio or score ("16:9" "sixteen to nine", "enam
+  belas berbanding sembilan", 十六比九, பதினாறுக்கு ஒன்பது). A degree sign alone is degrees (darjah, 度,
+  டிகிரி). A decimal over a whole number is a rating ("4.5/5" "four point five out of five", "daripada",
+  五分之四点五, ஐந்துக்கு நான்கு புள்ளி ஐந்து); a unit takes a per-unit ("5mg/day" "five milligrams per
+  day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A range of weekdays ("Mon-Fri",
+  "Isnin-Jumaat") is the days' names with the range word ("Monday to Friday", "Isnin hingga Jumaat",
+  星期一到星期五, திங்கள் முதல் வெள்ளி), and a weekday written short before a date or a time ("Fri, 12
+  Dec", "Sat 10am"); a dash between two dates, or between a day and a date, is the range word ("1/12/2025
+  - 31/12/2025", "26 Dec-2 Jan", "1-15 Dec" "the first to the fifteenth of December"); a time zone's
+  offset takes the sign word ("GMT+8" "GMT plus eight"); a season or fiscal year ("2024/25") is a range of
+  years; an ISO 8601 date and time ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone
+  service code ("*123#") its keys (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before
+  a number about / lebih kurang / 约 / சுமார்; an area code in brackets is part of the phone number ("(03)
+  2161 1234"). A Tamil clock time written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது
+  முப்பது மணிக்கு").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
   负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted

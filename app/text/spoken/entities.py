@@ -26,6 +26,7 @@ from app.text.spoken.patterns import (
     MONTHS,
     PER_UNITS,
     PHONE_CUES,
+    RANGE_END_DATE,
     RANGE_END_TIME,
     SHORT_DAY_PART,
     UNITS,
@@ -33,6 +34,7 @@ from app.text.spoken.patterns import (
     WEEKDAYS,
     YEAR_CUES,
     ZH_PHONE_CUES,
+    entity_pattern,
 )
 from app.text.spoken.speaker import Speaker
 
@@ -57,6 +59,8 @@ _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
 _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
 _YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
+_DATES = (RANGE_END_DATE, entity_pattern("ndate"))  # a date after a range dash
+_NDATE = entity_pattern("ndate")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
@@ -325,7 +329,7 @@ def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if not (1 <= day <= 31 and 1 <= month <= 12):
         return _fallback(sp, m.group()), m.end()
     if not m["ith"]:
-        return sp.date(day, month, year), m.end()
+        return _to_date(sp.date(day, month, year), m.end(), sp, text)
     clock = sp.time(*_twelve_hour(int(m["ith"]), int(m["itm"]), None))  # ISO 8601: 2024-06-15T10:30:00Z
     zone = m["itz"] or ""
     offset = [sp.sign_word(zone[0]), sp.cardinal(int(zone[1:3]))] if zone[:1] in "+-" and zone else []
@@ -339,7 +343,21 @@ def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if not 1 <= day <= 31:
         return _fallback(sp, m.group()), m.end()
     spoken = sp.date(day, MONTHS[m["nm"]], int(m["ny"]) if m["ny"] else None)
-    return spoken + _dot_kept(m.group(), text, m.end()), m.end()
+    dated, end = _to_date(spoken, m.end(), sp, text)
+    return (dated if end > m.end() else spoken + _dot_kept(m.group(), text, m.end())), end
+
+
+def _to_date(spoken: str, end: int, sp: Speaker, text: str) -> tuple[str, int]:
+    """A date read as ``spoken`` (ending at ``end``), and the date after a dash if one follows: a range
+    ("1 Jan - 31 Mac", "1/12/2025 - 31/12/2025")."""
+    dash = _RANGE_DASH.match(text, end)
+    for pattern in _DATES if dash else ():
+        second = pattern.match(text, dash.end()) if dash else None
+        if second:
+            kind = second.lastgroup or ""
+            high, high_end = HANDLERS[kind](second, sp, text)
+            return sp.range(spoken, high), high_end
+    return spoken, end
 
 
 def _twelve_hour(value: int, minutes: int, period: str | None) -> tuple[int, int, str | None]:
@@ -570,6 +588,11 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         end = am_pm.end()
         spoken = sp.range(sp.time(int(low), 0, period), sp.time(int(high), 0, period))
         return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
+    days = _NDATE.match(text, m.start("rb")) if low.isdigit() and 1 <= int(low) <= 31 else None
+    if days and int(low) < int(days["nd"]):  # "1-15 Dec": the first to the fifteenth of December
+        high, end = HANDLERS["ndate"](days, sp, text)
+        first = sp.day_of_month(int(low), None, None) if sp.code == "en" else sp.cardinal(int(low))
+        return sp.range(first, high), end
     four = (
         low.isdigit()
         and len(low) == 4

@@ -17,8 +17,9 @@ from app.text.spoken.abbreviations import ABBREVIATION
 __all__ = [
     "ABBREVIATION_HINT", "AREA_CODE", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE",
     "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD",
-    "PREFIX_WORDS", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT",
-    "UNITS", "URL_HINT", "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
+    "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME",
+    "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES",
+    "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -164,6 +165,17 @@ TIME = re.compile(_time_pattern(night_after_hour=False), re.ASCII)
 RANGE_END_TIME = re.compile(_time_pattern(night_after_hour=True), re.ASCII)
 """A clock time after a dash that follows another: a bare hour before malam is a time there too."""
 
+# a numeric date: day first (12/9/2026), year first (2026-09-12), or ISO 8601 with its time; a dash may
+# follow it only to start another date ("1/12/2025-31/12/2025")
+_DATE = (
+    r"(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
+    r"|(?P<iy>\d{4})(?P<is>[-/.])(?P<im>[01]?\d)(?P=is)(?P<id>[0-3]?\d)"
+    r"(?:T(?P<ith>[01]\d|2[0-3]):(?P<itm>[0-5]\d)(?::[0-5]\d(?:\.\d+)?)?(?P<itz>Z|[+-][01]\d:?[0-5]\d)?)?)"
+    r"(?![\w/]|\.\d|-(?![0-3]?\d[/.][01]?\d[/.]\d{2,4}(?![\w/-])))"
+)
+RANGE_END_DATE = re.compile(f"(?P<date>{_DATE})", re.ASCII)
+"""A numeric date right after a range dash (the dash is before it, so no look behind)."""
+
 _ALTERNATIVES = (
     (
         "email",
@@ -215,10 +227,7 @@ _ALTERNATIVES = (
     ("hbdate", HB_DATE.pattern),
     (
         "date",
-        r"(?<![\w/.-])(?:(?P<d1>[0-3]?\d)(?P<ds>[/.-])(?P<m1>[01]?\d)(?P=ds)(?P<y1>\d{4}|\d{2})"
-        r"|(?P<iy>\d{4})(?P<is>[-/.])(?P<im>[01]?\d)(?P=is)(?P<id>[0-3]?\d)"
-        r"(?:T(?P<ith>[01]\d|2[0-3]):(?P<itm>[0-5]\d)(?::[0-5]\d(?:\.\d+)?)?(?P<itz>Z|[+-][01]\d:?[0-5]\d)?)?)"
-        r"(?![\w/-]|\.\d)",
+        rf"(?<![\w/.-]){_DATE}",
     ),
     ("ic", r"(?<![\w-])(?:\d{6}-\d{2}-\d{4}|\d{12})(?![\w-])"),
     (
