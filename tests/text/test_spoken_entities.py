@@ -350,6 +350,7 @@ def test_tamil(text: str, spoken: str) -> None:
         ("Meet at 9.15 tomorrow, before 10.45.", "Meet at nine fifteen tomorrow, before ten forty five."),
         ("Growth at 1.25 times.", "Growth at one point two five times."),
         ("The Sun 2 times.", "The Sun two times."),
+        ("It ends at 3 p.m. 5 people came.", "It ends at three p m. five people came."),
         ("The rate is at 3.45%.", "The rate is at three point four five percent."),
         ("in 1998 and 2004", "in nineteen ninety eight and two thousand four"),
         ("The years 1999-2001.", "The years nineteen ninety nine to two thousand one."),

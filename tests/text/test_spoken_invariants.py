@@ -117,6 +117,15 @@ def test_a_long_chain_of_years_is_read() -> None:
     assert spoken.startswith("in one thousand to ten oh one to ten oh two")
 
 
+def test_a_long_chain_of_date_ranges_is_read() -> None:
+    """A date after a dash is read on its own: a chain of dashes and dates pairs them, without recursion."""
+    spoken = normalize_spoken(" - ".join(f"{1 + i % 28}/1/2025" for i in range(2000)), "en")
+    assert not has_digit(spoken)
+    assert spoken.startswith(
+        "the first of January twenty twenty five to the second of January twenty twenty five - the third"
+    )
+
+
 def test_import_has_no_side_effects_and_pulls_in_no_library() -> None:
     code = "import sys, app.text.spoken; print(sorted(m for m in ('num2words', 'cn2an') if m in sys.modules))"
     root = Path(__file__).resolve().parents[2]

@@ -59,7 +59,6 @@ _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
 _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
 _YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
-_DATES = (RANGE_END_DATE, entity_pattern("ndate"))  # a date after a range dash
 _NDATE = entity_pattern("ndate")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
@@ -90,9 +89,11 @@ def _previous_words(text: str, start: int, count: int = 3) -> list[str]:
 
 
 def _dot_kept(written: str, text: str, end: int) -> str:
-    """A "." when the final dot of a consumed "p.m." or "etc." also ended the sentence, else nothing."""
+    """A "." when the final dot of a consumed "p.m." or "etc." also ended the sentence (the text ends, or a
+    capital or a digit starts the next word), else nothing."""
+    following = text[end + 1 : end + 2]
     if written.endswith(".") and (
-        end == len(text) or (text[end].isspace() and text[end + 1 : end + 2].isupper())
+        end == len(text) or (text[end].isspace() and (following.isupper() or following.isdigit()))
     ):
         return "."
     return ""
@@ -320,6 +321,27 @@ def _phone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return _to_date(_date_alone(m, sp, text), sp, text)
+
+
+def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    return _to_date(_ndate_alone(m, sp, text), sp, text)
+
+
+def _to_date(first: tuple[str, int], sp: Speaker, text: str) -> tuple[str, int]:
+    """A date read as ``first`` (spoken, end), and the date after a dash if one follows: a range ("1 Jan -
+    31 Mac", "1/12/2025 - 31/12/2025"; a third date after it is read on its own)."""
+    spoken, end = first
+    dash = _RANGE_DASH.match(text, end)
+    for pattern, alone in _DATES if dash else ():
+        second = pattern.match(text, dash.end()) if dash else None
+        if second:
+            high, high_end = alone(second, sp, text)
+            return sp.range(spoken, high), high_end
+    return spoken, end
+
+
+def _date_alone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if m["d1"]:
         day, month, year = int(m["d1"]), int(m["m1"]), int(m["y1"])
         if len(m["y1"]) == 2:
@@ -329,7 +351,7 @@ def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if not (1 <= day <= 31 and 1 <= month <= 12):
         return _fallback(sp, m.group()), m.end()
     if not m["ith"]:
-        return _to_date(sp.date(day, month, year), m.end(), sp, text)
+        return sp.date(day, month, year), m.end()
     clock = sp.time(*_twelve_hour(int(m["ith"]), int(m["itm"]), None))  # ISO 8601: 2024-06-15T10:30:00Z
     zone = m["itz"] or ""
     offset = [sp.sign_word(zone[0]), sp.cardinal(int(zone[1:3]))] if zone[:1] in "+-" and zone else []
@@ -338,26 +360,12 @@ def _date(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.join([sp.date(day, month, year), clock, "UTC" if zone else "", *offset]), m.end()
 
 
-def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+def _ndate_alone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     day = int(m["nd"])
     if not 1 <= day <= 31:
         return _fallback(sp, m.group()), m.end()
     spoken = sp.date(day, MONTHS[m["nm"]], int(m["ny"]) if m["ny"] else None)
-    dated, end = _to_date(spoken, m.end(), sp, text)
-    return (dated if end > m.end() else spoken + _dot_kept(m.group(), text, m.end())), end
-
-
-def _to_date(spoken: str, end: int, sp: Speaker, text: str) -> tuple[str, int]:
-    """A date read as ``spoken`` (ending at ``end``), and the date after a dash if one follows: a range
-    ("1 Jan - 31 Mac", "1/12/2025 - 31/12/2025")."""
-    dash = _RANGE_DASH.match(text, end)
-    for pattern in _DATES if dash else ():
-        second = pattern.match(text, dash.end()) if dash else None
-        if second:
-            kind = second.lastgroup or ""
-            high, high_end = HANDLERS[kind](second, sp, text)
-            return sp.range(spoken, high), high_end
-    return spoken, end
+    return spoken + _dot_kept(m.group(), text, m.end()), m.end()
 
 
 def _twelve_hour(value: int, minutes: int, period: str | None) -> tuple[int, int, str | None]:
@@ -590,7 +598,7 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
     days = _NDATE.match(text, m.start("rb")) if low.isdigit() and 1 <= int(low) <= 31 else None
     if days and int(low) < int(days["nd"]):  # "1-15 Dec": the first to the fifteenth of December
-        high, end = HANDLERS["ndate"](days, sp, text)
+        high, end = _ndate_alone(days, sp, text)
         first = sp.day_of_month(int(low), None, None) if sp.code == "en" else sp.cardinal(int(low))
         return sp.range(first, high), end
     four = (
@@ -693,6 +701,11 @@ def _vulgar(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _sup(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.cardinal(int(m.group().translate(_SUPERSCRIPTS))), m.end()
 
+
+_DATES: tuple[tuple[re.Pattern[str], Handler], ...] = (
+    (RANGE_END_DATE, _date_alone),
+    (_NDATE, _ndate_alone),
+)  # a date after a range dash
 
 HANDLERS: dict[str, Handler] = {
     "email": _email, "url": _url, "abbr": _abbr, "money": _money, "hash": _hash, "ke": _ke, "mdate": _mdate,
