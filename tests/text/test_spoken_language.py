@@ -69,6 +69,8 @@ def test_an_unknown_language_is_an_error() -> None:
         ("Sila hubungi kami di talian 03-8888 9999 samb. 123.",
          "Sila hubungi kami di talian kosong tiga lapan lapan lapan lapan sembilan sembilan sembilan "
          "sembilan sambungan satu dua tiga."),
+        # "kg" is a unit, not a vote for Malay (Kg. Kampung)
+        ("BMI 24.5, 70 kg.", "BMI twenty four point five, seventy kilograms."),
         # a dotted time after "at" is a clock time, in the language of its neighbours
         ("Jom lunch at 12.30, I belanja.", "Jom lunch at twelve thirty, I belanja."),
     ],
