@@ -73,7 +73,7 @@ laju kawasan pemanggil barisan ansuran percubaan sambutan ulang aplikasi tersedi
 minit wang duit sekejap pihak kerajaan naik motosikal lori teksi mesyuarat seksyen aku engkau kau tadi jom
 teruk dulu sikit banyak sangat takde tiada pastu mahal murah sedap penat rasa tahu faham beritahu makan minum
 tidur cakap kata kawan abang kakak adik mak ayah bapa ibu suami isteri rakan blok tingkat tkt menara bangunan
-kampung seksyen sambungan samb negeri poskod kod pos jln tmn lrg bandar wilayah persekutuan
+kampung seksyen sambungan samb negeri poskod kod jln tmn lrg bandar wilayah persekutuan
 """.split()  # noqa: SIM905
 )
 
