@@ -60,6 +60,8 @@ _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码",
 _YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
 _NDATE = entity_pattern("ndate")
+_UNIT = entity_pattern("unit")
+_LETTERS_DECIMAL = re.compile(r"([A-Za-z]+)(\d+\.\d+)")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
@@ -307,6 +309,9 @@ def _mdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _code(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    decimal = _LETTERS_DECIMAL.fullmatch(m.group())  # "PM2.5": the letters spelled, the number read
+    if decimal:
+        return sp.join([_spell(sp, decimal[1]), sp.number(decimal[2])]), m.end()
     return _code_parts(sp, m.group()), m.end()
 
 
@@ -453,6 +458,22 @@ def _percent(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """An amount with its unit, and a second one after a dash: "28°C–33°C" (read on its own)."""
+    spoken, end = _unit_alone(m, sp, text)
+    dash = _RANGE_DASH.match(text, end)
+    second = _UNIT.match(text, dash.end()) if dash else None
+    if second and second["uk"] == m["uk"] and not m["uper"]:
+        high, end = _unit_alone(second, sp, text)
+        spoken = sp.range(spoken.removesuffix("."), high)
+    return spoken, end
+
+
+def _or_more(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "18+" -> "eighteen plus", "lapan belas ke atas"."""
+    return sp.or_more(sp.cardinal(int(m["om"].replace(",", "")))), m.end()
+
+
+def _unit_alone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     value = m["uv2"] or m["uv"]
     spoken = sp.quantity(m["uv"]) if not m["uv"].startswith("-") else sp.number(m["uv"])
     if m["uv2"]:
@@ -713,7 +734,7 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
-    "ussd": _ussd, "approx": _approx, "zh_dash": _zh_dash,
+    "ussd": _ussd, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

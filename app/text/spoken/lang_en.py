@@ -32,6 +32,7 @@ class English(Speaker):
     hash_word = "hash"
     approx_word = "about"
     weekdays = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    or_more_template = "{n} plus"
     out_of_template = "{a} out of {b}"
     feet_inches_template = "{ft} foot {inch}"
     ratio_word = "to"
@@ -55,6 +56,9 @@ class English(Speaker):
         "f": _plural("degree Fahrenheit", "degrees Fahrenheit"), "deg": _plural("degree"),
         "tbsp": _plural("tablespoon"), "tsp": _plural("teaspoon"),
         "mah": _plural("milliamp hour"), "kw": _plural("kilowatt"), "w": _plural("watt"),
+        "mmhg": _plural("millimetre of mercury", "millimetres of mercury"),
+        "bpm": _plural("beat per minute", "beats per minute"),
+        "mmol": _plural("millimole per litre", "millimoles per litre"),
         "ghz": _plural("gigahertz", "gigahertz"),
         "mhz": _plural("megahertz", "megahertz"), "hz": _plural("hertz", "hertz"),
         "ft": _plural("foot", "feet"), "pts": _plural("point"),

@@ -35,6 +35,7 @@ class Malay(Speaker):
     hash_word = "pagar"
     approx_word = "lebih kurang"
     weekdays = ("Isnin", "Selasa", "Rabu", "Khamis", "Jumaat", "Sabtu", "Ahad")
+    or_more_template = "{n} ke atas"
     out_of_template = "{a} daripada {b}"
     feet_inches_template = "{ft} kaki {inch} inci"
     ratio_word = "berbanding"
@@ -55,6 +56,8 @@ class Malay(Speaker):
         "c": _same("darjah Celsius"), "f": _same("darjah Fahrenheit"), "deg": _same("darjah"),
         "tbsp": _same("sudu besar"), "tsp": _same("sudu kecil"),
         "mah": _same("miliampere jam"), "kw": _same("kilowatt"), "w": _same("watt"),
+        "mmhg": _same("milimeter merkuri"), "bpm": _same("denyutan seminit"),
+        "mmol": _same("milimol seliter"),
         "ghz": _same("gigahertz"), "mhz": _same("megahertz"), "hz": _same("hertz"),
         "ft": _same("kaki"), "pts": _same("mata"), "mbs": _same("megabait sesaat"),
         "gbs": _same("gigabait sesaat"),

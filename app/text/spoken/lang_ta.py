@@ -70,6 +70,8 @@ class Tamil(Speaker):
         "c": _same("{n} டிகிரி செல்சியஸ்"), "f": _same("{n} டிகிரி ஃபாரன்ஹீட்"), "deg": _same("{n} டிகிரி"),
         "tbsp": _same("{n} மேசைக்கரண்டி"), "tsp": _same("{n} தேக்கரண்டி"),
         "mah": _same("{n} மில்லிஆம்பியர் மணி"), "kw": _same("{n} கிலோவாட்"), "w": _same("{n} வாட்"),
+        "mmhg": _same("{n} மில்லிமீட்டர் பாதரசம்"), "bpm": _same("நிமிடத்திற்கு {n} துடிப்புகள்"),
+        "mmol": _same("ஒரு லிட்டருக்கு {n} மில்லிமோல்"),
         "ghz": _same("{n} ஜிகாஹெர்ட்ஸ்"), "mhz": _same("{n} மெகாஹெர்ட்ஸ்"), "hz": _same("{n} ஹெர்ட்ஸ்"),
         "ft": _same("{n} அடி"), "pts": _same("{n} புள்ளிகள்"), "mbs": _same("வினாடிக்கு {n} எம்பி"),
         "gbs": _same("வினாடிக்கு {n} ஜிபி"),
@@ -128,6 +130,11 @@ class Tamil(Speaker):
         """For example "பதினாறுக்கு ஒன்பது" (16:9)."""
         head, _, last = self.cardinal(a).rpartition(" ")
         return self.join([head, numbers_ta.join_suffix(last, "க்கு"), self.cardinal(b)])
+
+    def or_more(self, spoken: str) -> str:
+        """For example "பதினெட்டுக்கு மேல்" (18+)."""
+        head, _, last = spoken.rpartition(" ")
+        return self.join([head, numbers_ta.join_suffix(last, "க்கு"), "மேல்"])
 
     def out_of(self, score: str, top: str) -> str:
         """For example "ஐந்துக்கு நான்கு புள்ளி ஐந்து" (4.5/5)."""

@@ -37,6 +37,7 @@ class Mandarin(Speaker):
     approx_word = "约"
     word_space = ""
     weekdays = ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日")
+    or_more_template = "{n}以上"
     out_of_template = "{b}分之{a}"
     feet_inches_template = "{ft}英尺{inch}英寸"
     ratio_word = "比"
@@ -56,6 +57,7 @@ class Mandarin(Speaker):
         "c": _same("摄氏{n}度"), "f": _same("华氏{n}度"), "deg": _same("{n}度"), "kwh": _same("{n}千瓦时"),
         "tbsp": _same("{n}汤匙"), "tsp": _same("{n}茶匙"),
         "mah": _same("{n}毫安时"), "kw": _same("{n}千瓦"), "w": _same("{n}瓦"), "ghz": _same("{n}GHz"),
+        "mmhg": _same("{n}毫米汞柱"), "bpm": _same("每分钟{n}次"), "mmol": _same("每升{n}毫摩尔"),
         "mhz": _same("{n}MHz"), "hz": _same("{n}赫兹"),
         "ft": _same("{n}英尺"), "pts": _same("{n}分"), "mbs": _same("每秒{n}MB"), "gbs": _same("每秒{n}GB"),
         "min": _same("{n}分钟"),

@@ -37,9 +37,9 @@ UNITS = {
     "sq ft": "sqft", "sqft": "sqft", "kWh": "kwh", "Mbps": "mbps", "km": "km", "kg": "kg", "mg": "mg",
     "cm": "cm", "mm": "mm", "ml": "ml", "mL": "ml", "m": "m", "g": "g", "l": "l", "L": "l", "GB": "gb",
     "MB": "mb", "TB": "tb", "KB": "kb", "°C": "c", "ºC": "c", "℃": "c", "°F": "f", "ºF": "f", "°": "deg",
-    "mAh": "mah", "kW": "kw", "W": "w", "GHz": "ghz", "MHz": "mhz", "Hz": "hz",
-    "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs", "GB/s": "gbs", "mins": "min",
-    "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
+    "mmHg": "mmhg", "bpm": "bpm", "mmol/L": "mmol", "mAh": "mah", "kW": "kw", "W": "w", "GHz": "ghz",
+    "MHz": "mhz", "Hz": "hz", "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs",
+    "GB/s": "gbs", "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
     "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
     "கி.கி.": "kg", "கி.கி": "kg",
@@ -223,7 +223,7 @@ _ALTERNATIVES = (
         rf"(?<![\w-])(?!(?:{_NOT_PLATES})\s)(?P<pl>[ABCDFJKLMNPQRSTVWZ][A-HJ-NP-Z]{{1,2}})\s"
         rf"(?!(?:19|20)\d\d(?!\d))(?P<pd>[1-9]\d{{0,3}})(?![\w%/:]|[.,-]\d|\s?(?:{_alternation(UNITS)})(?![\w/]))",
     ),
-    ("code", r"(?<![\w@./#-])[A-Za-z]+[-/]?\d[A-Za-z0-9]*(?:[-/][A-Za-z0-9]+)*(?![\w@/])"),
+    ("code", r"(?<![\w@./#-])[A-Za-z]+[-/]?\d[A-Za-z0-9]*(?:\.\d+)?(?:[-/][A-Za-z0-9]+)*(?![\w@/])"),
     ("hbdate", HB_DATE.pattern),
     (
         "date",
@@ -261,6 +261,7 @@ _ALTERNATIVES = (
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
     ("mixed", r"(?<![\w./-])(?P<fw>\d+)\s(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]|\.\d)"),
     ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
+    ("or_more", r"(?<![\w.])(?P<om>\d{1,3}(?:,\d{3})+|\d+)\+(?![\w+])"),  # "18+", "5,000+"
     (
         "range",
         rf"(?<![\w.,/-])(?P<ra>{_NUM}){_DASH}(?P<rb>{_NUM})(?:(?={_AMPM}|{SHORT_DAY_PART.pattern})|(?![\w/-]|[.,]\d))",

@@ -27,6 +27,7 @@ class Speaker:
     to_word = ""  # range connector: "three to five"
     ratio_word = ""  # "16:9" -> "sixteen to nine"
     out_of_template = "{a} {b}"  # "4.5/5" -> "four point five out of five"
+    or_more_template = "{n}"  # "18+" -> "eighteen plus"
     feet_inches_template = "{ft} {inch}"  # 6'2" -> "six foot two"
     hour_word = ""  # written after a clock time, it says the hour itself (Tamil "9:30 மணிக்கு")
     percent_template = "{n}"
@@ -110,6 +111,10 @@ class Speaker:
     def out_of(self, score: str, top: str) -> str:
         """A score over its maximum, both already read: "4.5/5"."""
         return self.out_of_template.format(a=score, b=top)
+
+    def or_more(self, spoken: str) -> str:
+        """A number and more, already read: "18+"."""
+        return self.or_more_template.format(n=spoken)
 
     def feet_inches(self, feet: int, inches: int) -> str:
         """A height in feet and inches: 6'2"."""
