@@ -93,7 +93,8 @@ _MINUS = "\u2212"  # the minus sign, read like a hyphen-minus
 _NOT_PLATES = "|".join(
     "ACC AM ATM CNY FY GST KM KG MB GB KB TB NRIC PM PRU PMR REF SPM SST STPM TAC TNB".split()  # noqa: SIM905
 )
-_NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+# a number: grouped in thousands (1,250.50), in the Indian way (1,50,000: lakhs and crores), or not at all
+_NUM = r"(?:\d{1,2}(?:,\d\d)+,\d{3}(?:\.\d+)?|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
 _DOTTED = r"\d{1,3}(?:\.\d{3}){2,}(?:,\d{1,2})?(?!\d|\.\d)"  # thousands grouped with dots: Rp1.500.000
 _AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
 _SCALE = (
@@ -269,7 +270,7 @@ _ALTERNATIVES = (
     ("code2", r"(?<![\w@./#-])\d+[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*(?![\w@])"),
     (
         "number",
-        rf"(?P<neg>(?<![\w.+{_MINUS}\-日号月年])[-{_MINUS}+](?=\d))?(?P<nv>(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)*)",
+        rf"(?P<neg>(?<![\w.+{_MINUS}\-日号月年])[-{_MINUS}+](?=\d))?(?P<nv>(?:\d{{1,2}}(?:,\d\d)+,\d{{3}}|\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)*)",
     ),
     ("zh_dash", r"(?<=[日号月年])[-–~～](?=\d)"),  # 12月1日-12月31日: a range, not a minus
     ("vulgar", r"[¼½¾⅐-⅞]"),
