@@ -468,6 +468,12 @@ def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return spoken, end
 
 
+def _money_after(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """An amount and a currency code after it: "100 MYR" -> "one hundred ringgit"."""
+    currency = CURRENCIES[m["tcur"]]
+    return sp.money(_grouped(m["tamt"], currency), currency), m.end()
+
+
 def _or_more(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "18+" -> "eighteen plus", "lapan belas ke atas"."""
     return sp.or_more(sp.cardinal(int(m["om"].replace(",", "")))), m.end()
@@ -735,6 +741,7 @@ HANDLERS: dict[str, Handler] = {
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more,
+    "money_after": _money_after,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

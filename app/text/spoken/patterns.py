@@ -101,6 +101,7 @@ _SCALE = (
     r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்)(?![A-Za-z])"
 )
 _CUR = _alternation(CURRENCIES)
+_CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # ISO 4217 codes: MYR, USD
 _MONTH = _alternation(MONTHS)
 _PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
 _DASH = r"\s?[-–]\s?"
@@ -262,6 +263,10 @@ _ALTERNATIVES = (
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
     ("mixed", r"(?<![\w./-])(?P<fw>\d+)\s(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]|\.\d)"),
     ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
+    (
+        "money_after",
+        rf"(?<![\w.])(?P<tamt>{_NUM})\s?(?P<tcur>{_CODES})(?![A-Za-z])",
+    ),  # "100 MYR", "25 USD": a currency code after the amount
     ("or_more", r"(?<![\w.])(?P<om>\d{1,3}(?:,\d{3})+|\d+)\+(?![\w+])"),  # "18+", "5,000+"
     (
         "range",
