@@ -49,7 +49,7 @@ _SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)|[。！？](?=\S)")
 _NO_SENTENCE_END = frozenset((
     "Dr", "Prof", "Mr", "Mrs", "Ms", "En", "Pn", "Tn", "Hj", "Hjh", "Jln", "Tmn", "Lrg", "Kg", "No", "no",
     "vs", "approx", "St", "Sdn", "Ext", "Tel", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept",
-    "Oct", "Okt", "Nov", "Dec", "Dis", "ext", "tel", "Rs", "Kpg", "Bgn", "Tkt", "Sek", "samb",
+    "Oct", "Okt", "Nov", "Dec", "Dis", "ext", "tel", "Rs", "Kpg", "Bgn", "Tkt", "Sek", "samb", "incl", "excl",
 ))  # fmt: skip
 _MONTH_GROUP = {"ndate": "nm", "mdate": "fm"}
 # entities whose own spelling is Malay: "ke-3"
