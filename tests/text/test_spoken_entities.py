@@ -45,6 +45,7 @@ ENGLISH = [
     ("RM2.500", "two point five zero zero ringgit"),
     ("10:30pg", "ten thirty a m"),
     ("16:9", "sixteen to nine"),
+    ("1:1.5", "one to one point five"),
     ("25:30", "twenty five minutes thirty seconds"),
     ("2 1/2", "two and a half"),
     ("1 3/4", "one and three quarters"),

@@ -609,10 +609,15 @@ def _mixed(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _ratio(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """A colon between numbers that is no clock time: minutes and seconds ("25:30"), else a ratio or a
     score ("16:9", "3:2")."""
-    a, b = int(m["ca"]), int(m["cb"])
-    if len(m["cb"]) == 2 and b < 60 and a < 1000:
-        return sp.duration(a, b), m.end()
-    return sp.ratio(a, b), m.end()
+    if (
+        m["ca"].isdigit()
+        and m["cb"].isdigit()
+        and len(m["cb"]) == 2
+        and int(m["cb"]) < 60
+        and int(m["ca"]) < 1000
+    ):
+        return sp.duration(int(m["ca"]), int(m["cb"])), m.end()
+    return sp.ratio(m["ca"], m["cb"]), m.end()
 
 
 def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:

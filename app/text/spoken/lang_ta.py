@@ -126,10 +126,10 @@ class Tamil(Speaker):
     def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
         return self.date(day, month, year) if month else self.join([numbers_ta.ordinal(day), "தேதி"])
 
-    def ratio(self, a: int, b: int) -> str:
+    def ratio(self, a: str, b: str) -> str:
         """For example "பதினாறுக்கு ஒன்பது" (16:9)."""
-        head, _, last = self.cardinal(a).rpartition(" ")
-        return self.join([head, numbers_ta.join_suffix(last, "க்கு"), self.cardinal(b)])
+        head, _, last = self.number(a).rpartition(" ")
+        return self.join([head, numbers_ta.join_suffix(last, "க்கு"), self.number(b)])
 
     def or_more(self, spoken: str) -> str:
         """For example "பதினெட்டுக்கு மேல்" (18+)."""

@@ -243,7 +243,7 @@ _ALTERNATIVES = (
     ),
     ("time", TIME.pattern),
     ("height", r"(?<![\w.'])(?P<ft>[1-9])'\s?(?P<inch>1[01]|\d)(?:\"|'')"),
-    ("ratio", r"(?<![\w.:])(?P<ca>\d+):(?P<cb>\d+)(?![\w:]|[.,]\d)"),
+    ("ratio", r"(?<![\w.:])(?P<ca>\d+(?:\.\d+)?):(?P<cb>\d+(?:\.\d+)?)(?![\w:]|[.,]\d)"),
     (
         "dims",
         rf"(?<![\w.])(?P<xa>{_NUM})\s?[x×]\s?(?P<xb>{_NUM})(?:\s?[x×]\s?(?P<xc>{_NUM}))?"

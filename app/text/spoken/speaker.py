@@ -97,9 +97,9 @@ class Speaker:
     def range(self, low: str, high: str) -> str:
         return self.join([low, self.to_word, high])
 
-    def ratio(self, a: int, b: int) -> str:
-        """A ratio or score written with a colon: "16:9", "3:2"."""
-        return self.join([self.cardinal(a), self.ratio_word, self.cardinal(b)])
+    def ratio(self, a: str, b: str) -> str:
+        """A ratio or score written with a colon, its two numbers as written: "16:9", "3:2", "1:1.5"."""
+        return self.join([self.number(a), self.ratio_word, self.number(b)])
 
     def duration(self, minutes: int, seconds: int) -> str:
         """Minutes and seconds written like a clock that is no clock time: "25:30"."""
