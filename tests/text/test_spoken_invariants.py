@@ -79,6 +79,11 @@ def test_other_digits_are_read_too() -> None:
     assert normalize_spoken("எண் ௧௨") == "எண் பன்னிரண்டு"
     assert normalize_spoken("Step ② of ٣") == "Step two of three"
     assert normalize_spoken("10 m²") == "ten square metres"
+    # a thousands separator in a dotted number (it raised ValueError)
+    assert (
+        normalize_spoken("Total 1,234.3.5 units")
+        == "Total one thousand two hundred thirty four point three point five units"
+    )
 
 
 _PIECES = [

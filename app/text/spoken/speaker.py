@@ -85,7 +85,8 @@ class Speaker:
     def dotted(self, parts: list[str]) -> str:
         """A version or other number with several dots: "17.4.1"."""
         spoken: list[str] = []
-        for part in parts:
+        for written in parts:
+            part = written.replace(",", "")  # "1,234.3.5": a thousands separator in the first part
             if spoken:
                 spoken.append(self.point_word)
             spoken.append(self.digits(part) if part[0] == "0" and len(part) > 1 else self.cardinal(int(part)))
