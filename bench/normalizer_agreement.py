@@ -106,13 +106,14 @@ script; the rest is measured on every run).
   offset takes the sign word ("GMT+8" "GMT plus eight"); a season or fiscal year ("2024/25") is a range of
   years; an ISO 8601 date and time ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone
   service code ("*123#") its keys (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before
-  a number about / lebih kurang / 约 / சுமார்; a currency code after an amount is the currency ("100 MYR"
-  "one hundred ringgit"); thousands grouped the Indian way are one number ("1,50,000", "₹1,00,00,000"); a
-  number and "+" is that number and more ("18+" "eighteen plus", "lapan belas ke atas", 十八以上,
-  பதினெட்டுக்கு மேல்); a dash between two amounts of one unit is the range word ("28°C–33°C"); letters and
-  a decimal are spelled and read ("PM2.5" "P M two point five"); an area code in brackets is part of the
-  phone number ("(03) 2161 1234"). A Tamil clock time written before மணி leaves the hour word to it ("9:30
-  மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
+  a number about / lebih kurang / 约 / சுமார்; a comparison sign before a number is a word (≥ at least /
+  sekurang-kurangnya / 不少于 / குறைந்தது, ≤, <, >, ±, ≈; Tamil keeps < and >, which it says after the
+  number); a currency code after an amount is the currency ("100 MYR" "one hundred ringgit"); thousands
+  grouped the Indian way are one number ("1,50,000", "₹1,00,00,000"); a number and "+" is that number and
+  more ("18+" "eighteen plus", "lapan belas ke atas", 十八以上, பதினெட்டுக்கு மேல்); a dash between two
+  amounts of one unit is the range word ("28°C–33°C"); letters and a decimal are spelled and read ("PM2.5"
+  "P M two point five"); an area code in brackets is part of the phone number ("(03) 2161 1234"). A Tamil
+  clock time written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
   "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
   负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted

@@ -23,6 +23,7 @@ from app.text.spoken.language import LANGUAGES, Votes, marker_counts, script_lan
 from app.text.spoken.patterns import (
     ABBREVIATION_HINT,
     AREA_CODE,
+    COMPARISON,
     DIGIT_ANCHOR,
     LETTER_ENTITY,
     MONTH_LANGUAGE,
@@ -105,6 +106,8 @@ def _candidates(text: str) -> list[int]:
             plate = PLATE_WORD.fullmatch(word)  # "JQA 3391", "PJS 11/15"
             if word in PREFIX_WORDS or text[word_start : glued - 2] in PREFIX_WORDS or plate:
                 found.add(word_start)
+    for hint in COMPARISON.finditer(text):
+        found.add(hint.start())
     for hint in AREA_CODE.finditer(text):
         found.add(hint.start())
     for hint in URL_HINT.finditer(text):

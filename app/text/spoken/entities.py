@@ -559,6 +559,16 @@ def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.approx_word + sp.word_space, m.end()
 
 
+def _compare(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "≥ 18" -> "at least eighteen" (the number is read next); a sign without a word in the language is
+    kept."""
+    word = sp.comparison_words.get(m.group())
+    if word is None:
+        return m.group(), m.end()
+    spaced = text[m.end() : m.end() + 1].isspace()
+    return word + ("" if spaced else sp.word_space), m.end()
+
+
 def _days(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "Mon-Fri" -> "Monday to Friday"; a day written short before a date or a time: "Fri, 12 Dec"."""
     if m["wd"]:
@@ -746,7 +756,7 @@ HANDLERS: dict[str, Handler] = {
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more,
-    "money_after": _money_after,
+    "money_after": _money_after, "compare": _compare,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

@@ -31,6 +31,14 @@ class English(Speaker):
     star_word = "star"
     hash_word = "hash"
     approx_word = "about"
+    comparison_words: ClassVar[dict[str, str]] = {
+        "≥": "at least",
+        "≤": "at most",
+        "<": "less than",
+        ">": "more than",
+        "±": "plus or minus",
+        "≈": "about",
+    }
     weekdays = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
     or_more_template = "{n} plus"
     out_of_template = "{a} out of {b}"

@@ -34,6 +34,14 @@ class Malay(Speaker):
     star_word = "bintang"
     hash_word = "pagar"
     approx_word = "lebih kurang"
+    comparison_words: ClassVar[dict[str, str]] = {
+        "≥": "sekurang-kurangnya",
+        "≤": "paling banyak",
+        "<": "kurang daripada",
+        ">": "lebih daripada",
+        "±": "tambah tolak",
+        "≈": "lebih kurang",
+    }
     weekdays = ("Isnin", "Selasa", "Rabu", "Khamis", "Jumaat", "Sabtu", "Ahad")
     or_more_template = "{n} ke atas"
     out_of_template = "{a} daripada {b}"

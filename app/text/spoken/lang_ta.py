@@ -49,6 +49,12 @@ class Tamil(Speaker):
     star_word = "ஸ்டார்"
     hash_word = "ஹாஷ்"
     approx_word = "சுமார்"
+    comparison_words: ClassVar[dict[str, str]] = {
+        "≥": "குறைந்தது",
+        "≤": "அதிகபட்சம்",
+        "±": "கூட்டல் கழித்தல்",
+        "≈": "சுமார்",
+    }
     weekdays = ("திங்கள்", "செவ்வாய்", "புதன்", "வியாழன்", "வெள்ளி", "சனி", "ஞாயிறு")
     feet_inches_template = "{ft} அடி {inch} அங்குலம்"
     hour_word = "மணி"

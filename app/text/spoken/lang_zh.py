@@ -35,6 +35,14 @@ class Mandarin(Speaker):
     star_word = "星号"
     hash_word = "井号"
     approx_word = "约"
+    comparison_words: ClassVar[dict[str, str]] = {
+        "≥": "不少于",
+        "≤": "不超过",
+        "<": "少于",
+        ">": "多于",
+        "±": "正负",
+        "≈": "约",
+    }
     word_space = ""
     weekdays = ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日")
     or_more_template = "{n}以上"

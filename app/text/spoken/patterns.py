@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
-    "ABBREVIATION_HINT", "AREA_CODE", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES", "HB_DATE",
-    "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES", "PLATE_WORD",
-    "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME",
-    "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES",
-    "entity_pattern",
+    "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES",
+    "HB_DATE", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES",
+    "PLATE_WORD", "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS",
+    "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "WEEKDAYS", "YEAR_CUES",
+    "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -101,6 +101,8 @@ _SCALE = (
     r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்)(?![A-Za-z])"
 )
 _CUR = _alternation(CURRENCIES)
+# a comparison sign before a number or an amount: "≥ 18", "< RM50" (``core``)
+COMPARISON = re.compile(rf"[≥≤<>±≈](?=\s?(?:\d|{_CUR}))")
 _CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # ISO 4217 codes: MYR, USD
 _MONTH = _alternation(MONTHS)
 _PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
@@ -207,6 +209,7 @@ _ALTERNATIVES = (
     ),
     ("ussd", r"(?<![\w*#])\*(?P<keys>\d+(?:\*\d+)*)#"),
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
+    ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
     (
         "hash",

@@ -46,6 +46,7 @@ class Speaker:
     hash_word = ""
     approx_word = ""  # "~8" -> "about eight"
     word_space = " "  # between two words ("" in Mandarin)
+    comparison_words: ClassVar[dict[str, str]] = {}  # "≥" -> "at least", before a number
     # key -> (major unit for 1, for other amounts, minor unit for 1, for other amounts)
     currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {}
 
