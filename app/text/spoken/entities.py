@@ -334,16 +334,28 @@ def _ndate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _to_date(first: tuple[str, int], sp: Speaker, text: str) -> tuple[str, int]:
-    """A date read as ``first`` (spoken, end), and the date after a dash if one follows: a range ("1 Jan -
-    31 Mac", "1/12/2025 - 31/12/2025"; a third date after it is read on its own)."""
-    spoken, end = first
-    dash = _RANGE_DASH.match(text, end)
-    for pattern, alone in _DATES if dash else ():
-        second = pattern.match(text, dash.end()) if dash else None
-        if second:
-            high, high_end = alone(second, sp, text)
-            return sp.range(spoken, high), high_end
-    return spoken, end
+    """A date read as ``first`` and the date after a dash if one follows: "1 Jan - 31 Mac"."""
+    return _with_range(first, sp, text, _DATES)
+
+
+def _with_range(
+    first: tuple[str, int],
+    sp: Speaker,
+    text: str,
+    reads: tuple[tuple[re.Pattern[str], Handler], ...],
+    joins: Callable[[re.Match[str]], bool] = lambda _: True,
+) -> tuple[str, int]:
+    """``first`` (spoken, end) and, when a dash and a match of one of ``reads`` that ``joins`` follow it,
+    the range to that second one, read on its own by its handler (so a third after it is not chained)."""
+    dash = _RANGE_DASH.match(text, first[1])
+    if dash is None:
+        return first
+    for pattern, alone in reads:
+        second = pattern.match(text, dash.end())
+        if second and joins(second):
+            high, end = alone(second, sp, text)
+            return sp.range(first[0], high), end
+    return first
 
 
 def _date_alone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -458,14 +470,11 @@ def _percent(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """An amount with its unit, and a second one after a dash: "28°C–33°C" (read on its own)."""
-    spoken, end = _unit_alone(m, sp, text)
-    dash = _RANGE_DASH.match(text, end)
-    second = _UNIT.match(text, dash.end()) if dash else None
-    if second and second["uk"] == m["uk"] and not m["uper"]:
-        high, end = _unit_alone(second, sp, text)
-        spoken = sp.range(spoken.removesuffix("."), high)
-    return spoken, end
+    """An amount with its unit, and a second one of the same unit after a dash: "28°C–33°C"."""
+    first = _unit_alone(m, sp, text)
+    if m["uper"]:
+        return first
+    return _with_range(first, sp, text, ((_UNIT, _unit_alone),), lambda second: second["uk"] == m["uk"])
 
 
 def _money_after(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
