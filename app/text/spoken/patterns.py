@@ -110,13 +110,15 @@ _DASH = r"\s?[-–]\s?"
 _URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
 _URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
 
+_WEEKDAY_SHORT = {
+    "Mon": 0, "Tue": 1, "Tues": 1, "Wed": 2, "Thu": 3, "Thur": 3, "Thurs": 3, "Fri": 4, "Sat": 5, "Sun": 6,
+}  # fmt: skip
 WEEKDAYS = {
     "Monday": 0, "Tuesday": 1, "Wednesday": 2, "Thursday": 3, "Friday": 4, "Saturday": 5, "Sunday": 6,
-    "Mon": 0, "Tue": 1, "Tues": 1, "Wed": 2, "Thu": 3, "Thur": 3, "Thurs": 3, "Fri": 4, "Sat": 5, "Sun": 6,
-    "Isnin": 0, "Selasa": 1, "Rabu": 2, "Khamis": 3, "Jumaat": 4, "Sabtu": 5, "Ahad": 6,
+    **_WEEKDAY_SHORT, "Isnin": 0, "Selasa": 1, "Rabu": 2, "Khamis": 3, "Jumaat": 4, "Sabtu": 5, "Ahad": 6,
 }  # fmt: skip
 _WEEKDAY = _alternation(WEEKDAYS)
-_DAY_SHORT = "Mon|Tues?|Wed|Thu(?:rs?)?|Fri|Sat|Sun"  # alone, read only before a date or a time
+_DAY_SHORT = _alternation(_WEEKDAY_SHORT)  # alone, read only before a date or a time
 _DATE_OR_TIME = (
     rf"(?:\d{{1,2}}(?:[:.]\d\d)?\s?{_AMPM}|\d{{1,2}}[:.]\d\d|\d{{1,2}}(?:st|nd|rd|th)?\s(?:{_MONTH})\b"
     r"|\d{1,2}/\d{1,2})"
@@ -134,7 +136,8 @@ DAY_PARTS = {
     "tgh mlm": ("tengah malam", "am"), "mlm": ("malam", "pm"), "pagi": ("pagi", "am"),
     "petang": ("petang", "pm"), "malam": ("malam", "pm"),
 }  # fmt: skip
-_SHORT = _alternation(("pg", "ptg", "tgh", "tgh mlm"))
+# the short forms but mlm, which after a bare number counts nights
+_SHORT = _alternation(key for key, (word, _) in DAY_PARTS.items() if key != word and key != "mlm")
 SHORT_DAY_PART = re.compile(rf"\s?(?P<part>(?i:{_SHORT}))(?!\w)")
 """A short Malay part of the day after a number ("2-4ptg"); malam is left out: after a bare number it
 counts nights."""
