@@ -114,22 +114,28 @@ script; the rest is measured on every run).
   amounts of one unit is the range word ("28°C–33°C"); letters and a decimal are spelled and read ("PM2.5"
   "P M two point five"); an area code in brackets is part of the phone number ("(03) 2161 1234"). A Tamil
   clock time written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
-- **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90",
-  "RM -12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus / negatif /
-  负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a dotted
-  number after version, versi, firmware, iOS, 版本, பதிப்பு) is the version word (version, versi, 版本,
-  பதிப்பு) and each part whole, joined by point / titik / 点 / புள்ளி ("v1.12.7" "version one point twelve
-  point seven"); no second version word when one is written next to it. A hashtag is "hashtag" and a
+  A whole number before a fraction character is a mixed number ("1½" "one and a half", ஒன்றரை), and a
+  unit after a fraction is read with it ("½ tsp" "one half teaspoon", "1½ kg" "one and a half
+  kilograms"; a date is never followed by a unit: "3/2 km"). Signs between numbers are a sum ("1+1" "one
+  plus one", "satu tambah satu", 一加一; "2 + 2 = 4" with equals / sama dengan / 等于 / சமம்); a minus or
+  a times sign only where "=" follows ("5 - 3 = 2" "five minus three equals two", "lima tolak tiga"),
+  since without it they are a range or dimensions ("5-10", "30 x 20 cm").
+- **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
+  -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
+  negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a
+  dotted number after version, versi, firmware, iOS, 版本, பதிப்பு) is the version word (version, versi,
+  版本, பதிப்பு) and each part whole, joined by point / titik / 点 / புள்ளி ("v1.12.7" "version one point
+  twelve point seven"); no second version word when one is written next to it. A hashtag is "hashtag" and a
   mention "at" in every language (as symbols in an email), then the words split at capitals and digits
-  ("#PromoDeepavali2025" "hashtag Promo Deepavali twenty twenty five", "@TNBCareline" "at T N B
-  Careline"), capital runs of up to three letters spelled, a year in the language's year form, up to
-  three digits as a number; "#" before an id (after order, ticket, ref...; or with five digits or a
-  hyphen) is "number". After a road word (Jalan, Jln, Lorong, Persiaran, Lebuh, Seksyen, Road...), with
-  up to two names or codes between, "7/2" is a road number: each number whole, the slash spoken (slash /
-  garis miring / 斜杠 / ஸ்லாஷ்), letters spelled ("Jalan SS2/24" "Jalan S S two slash twenty four"),
-  in the sentence's language. A vehicle plate (one to three capitals with no I or O, a space, one to
-  four digits: "JQA 3391", "VBN 802") is spelled and read digit by digit; not after OTP, TAC, SPM and
-  similar codes, and not a year (19xx, 20xx).
+  ("#PromoDeepavali2025" "hashtag Promo Deepavali twenty twenty five", "@TNBCareline" "at T N B Careline"),
+  capital runs of up to three letters spelled, a year in the language's year form, up to three digits as a
+  number; "#" before an id (after order, ticket, ref...; or with five digits or a hyphen) is "number". After
+  a road word (Jalan, Jln, Lorong, Persiaran, Lebuh, Seksyen, Road...), with up to two names or codes
+  between, "7/2" is a road number: each number whole, the slash spoken (slash / garis miring / 斜杠 /
+  ஸ்லாஷ்), letters spelled ("Jalan SS2/24" "Jalan S S two slash twenty four"), in the sentence's language. A
+  vehicle plate (one to three capitals with no I or O, a space, one to four digits: "JQA 3391", "VBN 802")
+  is spelled and read digit by digit; not after OTP, TAC, SPM and similar codes, and not a year (19xx,
+  20xx).
 - **Reference numbers** mixed with letters and slashes ("EP123456789MY", "INV/2025/00123") are read
   as codes: letters spelled, digits one by one, separators silent.
 - **English**: no "and", commas or hyphens in numbers ("one thousand two hundred fifty", "twenty

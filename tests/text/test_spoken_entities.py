@@ -135,6 +135,20 @@ ENGLISH = [
     ("3x", "three times"),
     ("5k", "five thousand"),
     ("#12", "number twelve"),
+    ("Balance: -RM 25.40", "Balance: minus twenty five ringgit forty sen"),
+    ("+RM 1,000", "plus one thousand ringgit"),
+    ("1½ kg", "one and a half kilograms"),
+    ("2¾ hours", "two and three quarters hours"),
+    ("½ tsp", "one half teaspoon"),
+    ("2 1/2 km", "two and a half kilometres"),
+    ("1/2 kg", "one half kilogram"),
+    ("3/2 km", "three halves kilometres"),  # a unit after it: no date
+    ("1+1 free", "one plus one free"),
+    ("2 + 2 = 4", "two plus two equals four"),
+    ("5 - 3 = 2", "five minus three equals two"),
+    ("3 × 4 = 12", "three times four equals twelve"),
+    ("10 ÷ 4 = 2.5", "ten divided by four equals two point five"),
+    ("7 − 10 = −3", "seven minus ten equals minus three"),
 ]
 
 MALAY = [
@@ -215,6 +229,13 @@ MALAY = [
     ("3x", "tiga kali"),
     ("5k", "lima ribu"),
     ("No. 8", "Nombor lapan"),
+    ("Baki -RM 25.40", "Baki negatif dua puluh lima ringgit empat puluh sen"),
+    ("1½ kg", "satu setengah kilogram"),
+    ("½ kg", "setengah kilogram"),
+    ("2 1/2 km", "dua setengah kilometer"),
+    ("1+1 percuma", "satu tambah satu percuma"),
+    ("5 - 3 = 2", "lima tolak tiga sama dengan dua"),
+    ("7 − 10 = −3", "tujuh tolak sepuluh sama dengan negatif tiga"),
 ]
 
 MANDARIN = [
@@ -275,6 +296,12 @@ MANDARIN = [
     ("3x", "三倍"),
     ("5k", "五千"),
     ("2个", "两个"),
+    ("余额-RM 25.40", "余额负二十五令吉四十仙"),
+    ("1½", "一又二分之一"),
+    ("½ kg", "二分之一公斤"),
+    ("买1+1", "买一加一"),
+    ("3 × 4 = 12", "三乘四等于十二"),
+    ("7 − 10 = −3", "七减十等于负三"),
 ]
 
 TAMIL = [
@@ -336,6 +363,11 @@ TAMIL = [
     ("1.8 மீ", "ஒன்று புள்ளி எட்டு மீட்டர்"),
     ("5 மீன்கள்", "ஐந்து மீன்கள்"),
     ("3 கி.கி அரிசி", "மூன்று கிலோகிராம் அரிசி"),
+    ("-RM 25.40", "மைனஸ் இருபத்தைந்து ரிங்கிட் நாற்பது சென்"),
+    ("1½ கிலோ", "ஒன்றரை கிலோ"),
+    ("½ கி.கி. அரிசி", "அரை கிலோகிராம் அரிசி"),
+    ("2 + 2 = 4", "இரண்டு கூட்டல் இரண்டு சமம் நான்கு"),
+    ("10 ÷ 2 = 5", "பத்து வகுத்தல் இரண்டு சமம் ஐந்து"),
 ]
 
 

@@ -45,6 +45,7 @@ _EMAIL_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _NOT_URL = frozenset(" \t\n\r(<\"'[")
 _LOOK_BACK = 32
 _INSIDE_NUMBER = frozenset(",.:/")
+_SIGNS = frozenset("-+\u2212")
 # a sentence ends at . ! ? before a space, or at Chinese 。！？ (each sentence gets its own language)
 _SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)|[。！？](?=\S)")
 _NO_SENTENCE_END = frozenset((
@@ -106,6 +107,8 @@ def _candidates(text: str) -> list[int]:
             plate = PLATE_WORD.fullmatch(word)  # "JQA 3391", "PJS 11/15"
             if word in PREFIX_WORDS or text[word_start : glued - 2] in PREFIX_WORDS or plate:
                 found.add(word_start)
+            elif word[:1] in _SIGNS and word[1:] in PREFIX_WORDS:  # "-RM 25.40": the sign and the currency
+                found.update((word_start, word_start + 1))
     for hint in COMPARISON.finditer(text):
         found.add(hint.start())
     for hint in AREA_CODE.finditer(text):

@@ -29,6 +29,7 @@ from app.text.spoken.patterns import (
     RANGE_END_DATE,
     RANGE_END_TIME,
     SHORT_DAY_PART,
+    UNIT_AFTER,
     UNITS,
     VERSION_CUES,
     WEEKDAYS,
@@ -65,6 +66,8 @@ _LETTERS_DECIMAL = re.compile(r"([A-Za-z]+)(\d+\.\d+)")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
+_ARITHMETIC_PART = re.compile(r"\d+(?:\.\d+)?|[-\u2212+×÷=]")
+_ARITHMETIC_SIGNS = frozenset("-\u2212+×÷=")
 _RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
 _WORDS = re.compile(r"[A-Za-z]+")
 _PERIOD_CODE = re.compile(r"Q[1-4]|H[12]|FY")
@@ -548,11 +551,27 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     cue = (previous and previous[0].lower() in _DATE_CUES) or text[
         max(0, m.start() - 2) : m.start()
     ].endswith(_ZH_DATE_CUES)
-    if 1 <= a <= 31 and 1 <= b <= 12 and (cue or a > b):
+    if 1 <= a <= 31 and 1 <= b <= 12 and (cue or a > b) and not UNIT_AFTER.match(text, m.end()):
         return sp.date(a, b, None), m.end()
     if b == 0:
         return _fallback(sp, m.group()), m.end()
-    return sp.fraction(a, b), m.end()
+    return _fraction_unit(sp.fraction(a, b), "1" if a < b else "2", sp, text, m.end())
+
+
+def _arith(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A sum between numbers: "1+1" -> "one plus one", "2 × 3 = 6" -> "two times three equals six"; a
+    minus after "=" is the result's sign ("= -3": "equals minus three", Malay "negatif")."""
+    parts: list[str] = []
+    previous = ""
+    for part in _ARITHMETIC_PART.findall(m.group()):
+        if part not in _ARITHMETIC_SIGNS:
+            parts.append(sp.number(part))
+        elif previous == "=":
+            parts.append(sp.sign_word(part))
+        else:
+            parts.append(sp.arithmetic_words[part.replace("\u2212", "-")])
+        previous = part
+    return sp.join(parts), m.end()
 
 
 def _ussd(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -618,11 +637,25 @@ def _height(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _mixed(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """ "2 1/2" -> "two and a half"; a number before a slash that is no proper fraction is read alone."""
-    whole, numerator, denominator = int(m["fw"]), int(m["fn"]), int(m["fd"])
-    if not 0 < numerator < denominator:
-        return sp.number(m["fw"]), m.end("fw")
-    return sp.mixed(whole, numerator, denominator), m.end()
+    """ "2 1/2", "2½" -> "two and a half", and a unit after it; a number before a slash that is no proper
+    fraction is read alone."""
+    if m["fv"]:
+        value = _vulgar_value(m["fv"])
+        numerator, denominator = value.numerator, value.denominator
+    else:
+        numerator, denominator = int(m["fn"]), int(m["fd"])
+        if not 0 < numerator < denominator:
+            return sp.number(m["fw"]), m.end("fw")
+    return _fraction_unit(sp.mixed(int(m["fw"]), numerator, denominator), "2", sp, text, m.end())
+
+
+def _fraction_unit(spoken: str, value: str, sp: Speaker, text: str, end: int) -> tuple[str, int]:
+    """A fraction's reading and the unit right after it, if any: "½ tsp" -> "one half teaspoon" (``value``
+    "1": a proper fraction takes the singular), "1½ kg" -> "one and a half kilograms" ("2")."""
+    unit = UNIT_AFTER.match(text, end)
+    if unit is None:
+        return spoken, end
+    return sp.unit(spoken, value, UNITS[unit["uk"]]) + _dot_kept(unit["uk"], text, unit.end()), unit.end()
 
 
 def _ratio(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -744,9 +777,14 @@ def _year_context(text: str, start: int) -> bool:
     return False
 
 
+def _vulgar_value(char: str) -> Fraction:
+    """The value of a fraction character: "¾" -> 3/4."""
+    return Fraction(unicodedata.numeric(char)).limit_denominator(10)
+
+
 def _vulgar(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    value = Fraction(unicodedata.numeric(m.group())).limit_denominator(10)
-    return sp.fraction(value.numerator, value.denominator), m.end()
+    value = _vulgar_value(m.group())
+    return _fraction_unit(sp.fraction(value.numerator, value.denominator), "1", sp, text, m.end())
 
 
 def _sup(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -764,7 +802,7 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
-    "ussd": _ussd, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more,
+    "ussd": _ussd, "arith": _arith, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more,
     "money_after": _money_after, "compare": _compare,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,

@@ -39,6 +39,13 @@ class English(Speaker):
         "±": "plus or minus",
         "≈": "about",
     }
+    arithmetic_words: ClassVar[dict[str, str]] = {
+        "+": "plus",
+        "-": "minus",
+        "×": "times",
+        "÷": "divided by",
+        "=": "equals",
+    }
     weekdays = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
     or_more_template = "{n} plus"
     out_of_template = "{a} out of {b}"

@@ -42,6 +42,13 @@ class Malay(Speaker):
         "±": "tambah tolak",
         "≈": "lebih kurang",
     }
+    arithmetic_words: ClassVar[dict[str, str]] = {
+        "+": "tambah",
+        "-": "tolak",
+        "×": "darab",
+        "÷": "bahagi",
+        "=": "sama dengan",
+    }
     weekdays = ("Isnin", "Selasa", "Rabu", "Khamis", "Jumaat", "Sabtu", "Ahad")
     or_more_template = "{n} ke atas"
     out_of_template = "{a} daripada {b}"

@@ -44,6 +44,13 @@ class Mandarin(Speaker):
         "≈": "约",
     }
     word_space = ""
+    arithmetic_words: ClassVar[dict[str, str]] = {
+        "+": "加",
+        "-": "减",
+        "×": "乘",
+        "÷": "除以",
+        "=": "等于",
+    }
     weekdays = ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日")
     or_more_template = "{n}以上"
     out_of_template = "{b}分之{a}"

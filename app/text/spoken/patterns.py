@@ -18,8 +18,8 @@ __all__ = [
     "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES",
     "HB_DATE", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES",
     "PLATE_WORD", "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS",
-    "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "URL_HINT", "VERSION_CUES", "WEEKDAYS", "YEAR_CUES",
-    "ZH_PHONE_CUES", "entity_pattern",
+    "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT", "VERSION_CUES", "WEEKDAYS",
+    "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -89,6 +89,7 @@ def _alternation(surfaces: Iterable[str]) -> str:
 
 
 _MINUS = "\u2212"  # the minus sign, read like a hyphen-minus
+_TERM = r"\d+(?:\.\d+)?"  # a number in a sum: "2 + 2 = 4"
 # letter runs before a number that are not a vehicle plate ("OTP 1234", "SPM 2024" is excluded as a year)
 _NOT_PLATES = "|".join(
     "ACC AM ATM CNY FY GST KM KG MB GB KB TB NRIC PM PRU PMR REF SPM SST STPM TAC TNB".split()  # noqa: SIM905
@@ -180,6 +181,8 @@ _DATE = (
     r"(?:T(?P<ith>[01]\d|2[0-3]):(?P<itm>[0-5]\d)(?::[0-5]\d(?:\.\d+)?)?(?P<itz>Z|[+-][01]\d:?[0-5]\d)?)?)"
     r"(?![\w/]|\.\d|-(?![0-3]?\d[/.][01]?\d[/.]\d{2,4}(?![\w/-])))"
 )
+UNIT_AFTER = re.compile(rf"\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³\u0b80-\u0bff])", re.ASCII)
+"""A unit right after a fraction ("½ tsp", "1 1/2 kg"), read with it."""
 RANGE_END_DATE = re.compile(f"(?P<date>{_DATE})", re.ASCII)
 """A numeric date right after a range dash (the dash is before it, so no look behind)."""
 
@@ -251,6 +254,11 @@ _ALTERNATIVES = (
     ("height", r"(?<![\w.'])(?P<ft>[1-9])'\s?(?P<inch>1[01]|\d)(?:\"|'')"),
     ("ratio", r"(?<![\w.:])(?P<ca>\d+(?:\.\d+)?):(?P<cb>\d+(?:\.\d+)?)(?![\w:]|[.,]\d)"),
     (
+        "arith",  # "1+1", "2 + 2 = 4", "5 - 3 = 2", "3 × 4 = 12": a minus or a times sign only with "="
+        rf"(?<![\w.+\-{_MINUS}/])(?:{_TERM}(?:\s?[-{_MINUS}+×÷]\s?{_TERM})*\s?=\s?[-{_MINUS}]?{_TERM}"
+        rf"|{_TERM}(?:\s?[+÷]\s?{_TERM})+)(?![\w%/]|[.,]\d)",
+    ),
+    (
         "dims",
         rf"(?<![\w.])(?P<xa>{_NUM})\s?[x×]\s?(?P<xb>{_NUM})(?:\s?[x×]\s?(?P<xc>{_NUM}))?"
         rf"(?:\s?(?P<xu>{_alternation(UNITS)})(?![\w/²³]))?",
@@ -267,7 +275,10 @@ _ALTERNATIVES = (
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
     ("times", r"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)x(?![\w])"),
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
-    ("mixed", r"(?<![\w./-])(?P<fw>\d+)\s(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]|\.\d)"),
+    (
+        "mixed",
+        r"(?<![\w./-])(?P<fw>\d+)(?:\s(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]|\.\d)|\s?(?P<fv>[¼½¾⅐-⅞]))",
+    ),
     ("slash", r"(?<![\w/.])(?P<sa>\d+)/(?P<sb>\d+)(?![\w/]|\.\d)"),
     (
         "money_after",

@@ -47,6 +47,7 @@ class Speaker:
     approx_word = ""  # "~8" -> "about eight"
     word_space = " "  # between two words ("" in Mandarin)
     comparison_words: ClassVar[dict[str, str]] = {}  # "≥" -> "at least", before a number
+    arithmetic_words: ClassVar[dict[str, str]] = {}  # "+", "-", "×", "÷", "=" between numbers: "1+1=2"
     # key -> (major unit for 1, for other amounts, minor unit for 1, for other amounts)
     currencies: ClassVar[dict[str, tuple[str, str, str, str]]] = {}
 
