@@ -119,7 +119,13 @@ script; the rest is measured on every run).
   kilograms"; a date is never followed by a unit: "3/2 km"). Signs between numbers are a sum ("1+1" "one
   plus one", "satu tambah satu", 一加一; "2 + 2 = 4" with equals / sama dengan / 等于 / சமம்); a minus or
   a times sign only where "=" follows ("5 - 3 = 2" "five minus three equals two", "lima tolak tiga"),
-  since without it they are a range or dimensions ("5-10", "30 x 20 cm").
+  since without it they are a range or dimensions ("5-10", "30 x 20 cm"). Short durations are units
+  ("12 mths" "twelve months", "5 yrs", "3 wks", "mgu" minggu; "250ms" milliseconds; a decimal and "s"
+  seconds, "9.58s", while a whole number and "s" stays a decade, "30s"); four digits and "hrs" are a
+  24-hour clock time when they start with 0 ("0930 hrs" "nine thirty") or follow a clock word ("at
+  1700hrs"), else a duration ("1500 hrs of training"); a picture's resolution is its lines and p
+  ("1080p" "ten eighty p", 一零八零P) and "4K" before a screen word (TV, UHD, video...) "four K"; three
+  and four digits joined by a dash after a phone word ("call 555-1234") are a phone number.
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -149,6 +149,20 @@ ENGLISH = [
     ("3 × 4 = 12", "three times four equals twelve"),
     ("10 ÷ 4 = 2.5", "ten divided by four equals two point five"),
     ("7 − 10 = −3", "seven minus ten equals minus three"),
+    ("tenure 12 mths", "tenure twelve months"),
+    ("1 yr 6 mos", "one year six months"),
+    ("3 wks", "three weeks"),
+    ("250ms", "two hundred fifty milliseconds"),
+    ("in 9.58s", "in nine point five eight seconds"),
+    ("in her 30s", "in her thirties"),  # a whole number and s stays a decade
+    ("at 0930 hrs", "at nine thirty"),
+    ("until 1700hrs", "until five p m"),
+    ("1500 hrs of training", "one thousand five hundred hours of training"),  # no clock word: a duration
+    ("1080p or 720p", "ten eighty p or seven twenty p"),
+    ("a 4K TV", "a four K TV"),
+    ("salary 4K", "salary four thousand"),
+    ("call 555-1234", "call five five five one two three four"),
+    ("pages 555-1234", "pages five hundred fifty five to one thousand two hundred thirty four"),
 ]
 
 MALAY = [
@@ -236,6 +250,11 @@ MALAY = [
     ("1+1 percuma", "satu tambah satu percuma"),
     ("5 - 3 = 2", "lima tolak tiga sama dengan dua"),
     ("7 − 10 = −3", "tujuh tolak sepuluh sama dengan negatif tiga"),
+    ("tempoh 5 thn 3 mgu", "tempoh lima thn tiga minggu"),  # thn stays: also a word of its own
+    ("12 mths", "dua belas bulan"),
+    ("250ms", "dua ratus lima puluh milisaat"),
+    ("pada 0930 hrs", "pada pukul sembilan tiga puluh"),
+    ("video 1080p", "video seribu lapan puluh p"),
 ]
 
 MANDARIN = [
@@ -302,6 +321,11 @@ MANDARIN = [
     ("买1+1", "买一加一"),
     ("3 × 4 = 12", "三乘四等于十二"),
     ("7 − 10 = −3", "七减十等于负三"),
+    ("等待2周，12 mths", "等待两周，十二个月"),
+    ("延迟250ms", "延迟两百五十毫秒"),
+    ("会议0930 hrs开始", "会议九点三十分开始"),
+    ("视频1080p", "视频一零八零P"),
+    ("4K TV", "四K TV"),
 ]
 
 TAMIL = [
@@ -368,6 +392,10 @@ TAMIL = [
     ("½ கி.கி. அரிசி", "அரை கிலோகிராம் அரிசி"),
     ("2 + 2 = 4", "இரண்டு கூட்டல் இரண்டு சமம் நான்கு"),
     ("10 ÷ 2 = 5", "பத்து வகுத்தல் இரண்டு சமம் ஐந்து"),
+    ("12 mths", "பன்னிரண்டு மாதம்"),
+    ("9.58s", "ஒன்பது புள்ளி ஐந்து எட்டு வினாடி"),
+    ("கூட்டம் 0930 hrs", "கூட்டம் ஒன்பது மணி முப்பது நிமிடம்"),
+    ("1080p வீடியோ", "ஆயிரத்து எண்பது p வீடியோ"),
 ]
 
 

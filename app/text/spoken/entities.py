@@ -405,6 +405,8 @@ def _clock(m: re.Match[str]) -> tuple[int, int, str | None]:
         return _twelve_hour(value, int(m["mmin"] or 0), half)
     for hour, minute, period in (
         ("th", "tmin", "tap"),
+        ("xh", "xmin", ""),
+        ("yh", "ymin", ""),
         ("dh", "dmin", "dap"),
         ("ph", "pmin", ""),
         ("hh", "", "hap"),
@@ -574,6 +576,26 @@ def _arith(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.join(parts), m.end()
 
 
+def _dsec(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "9.58s" -> "nine point five eight seconds"."""
+    return sp.unit(sp.number(m["sv"]), m["sv"], "sec"), m.end()
+
+
+def _video(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A picture's resolution: "1080p" -> "ten eighty p" (digit by digit in Mandarin, a number in Malay and
+    Tamil), "4K TV" -> "four K TV"."""
+    if m["vk"]:
+        return sp.join([sp.cardinal(int(m["vk"])), "K"]), m.end()
+    lines = int(m["vr"])
+    if sp.code == "en" and lines < 1000:
+        spoken = sp.join([sp.cardinal(lines // 100), sp.cardinal(lines % 100)])
+    elif sp.code == "en":
+        spoken = sp.year(lines)
+    else:
+        spoken = sp.digits(m["vr"]) if sp.code == "zh" else sp.cardinal(lines)
+    return sp.join([spoken, "P" if sp.code == "zh" else "p"]), m.end()
+
+
 def _ussd(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """A phone service code: "*123#" -> "star one two three hash"."""
     words = [sp.star_word]
@@ -675,6 +697,8 @@ def _ratio(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     am_pm = _AMPM_AFTER.match(text, m.end())
     low, high = m["ra"], m["rb"]
+    if len(low) == 3 and len(high) == 4 and (low + high).isdigit() and _phone_cue(text, m.start()):
+        return sp.join([sp.digits(low), sp.digits(high)]), m.end()  # "call 555-1234": a phone number
     if am_pm and low.isdigit() and high.isdigit() and 1 <= int(low) <= 12 and 1 <= int(high) <= 12:
         period = am_pm.group(1).lower() + "m"
         end = am_pm.end()
@@ -711,6 +735,15 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return spoken, m.end()
 
 
+def _phone_cue(text: str, start: int) -> bool:
+    """A phone word ("call", "hubungi", 电话...) is right before ``text[start]``: a number there is
+    dialled."""
+    previous = _previous_words(text, start)
+    return any(w.lower() in PHONE_CUES for w in previous[-2:]) or any(
+        c in text[max(0, start - 4) : start] for c in ZH_PHONE_CUES
+    )
+
+
 def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     value, start, end = m["nv"], m.start(), m.end()
     if m["neg"]:
@@ -728,13 +761,9 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
             return _pukul(sp, text, start) + sp.cardinal(int(value)), end
     if (value[0] == "0" and len(value) > 1) or len(value) >= 7:
         return sp.digits(value), end
-    previous = _previous_words(text, start)
     if sp.code == "en" and len(value) == 4 and 1000 <= int(value) <= 2099 and _year_context(text, start):
         return sp.year(int(value)), end
-    if len(value) >= 3 and (
-        any(w.lower() in PHONE_CUES for w in previous[-2:])
-        or any(c in text[max(0, start - 4) : start] for c in ZH_PHONE_CUES)
-    ):
+    if len(value) >= 3 and _phone_cue(text, start):
         return sp.digits(value), end
     if len(value) >= 4 and any(w.lower() in DIGIT_CUES for w in _previous_words(text, start, 5)):
         return sp.digits(value), end
@@ -802,7 +831,8 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
-    "ussd": _ussd, "arith": _arith, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more,
+    "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "approx": _approx, "zh_dash": _zh_dash,
+    "or_more": _or_more,
     "money_after": _money_after, "compare": _compare,
     "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,

@@ -90,6 +90,8 @@ class Tamil(Speaker):
         "gbs": _same("வினாடிக்கு {n} ஜிபி"),
         "kwh": _same("{n} கிலோவாட் மணி"),
         "min": _same("{n} நிமிடம்"), "hr": _same("{n} மணி நேரம்"), "sec": _same("{n} வினாடி"),
+        "msec": _same("{n} மில்லி வினாடி"), "mth": _same("{n} மாதம்"), "yr": _same("{n} ஆண்டு"),
+        "wk": _same("{n} வாரம்"),
         "sqft": _same("{n} சதுர அடி"), "m2": _same("{n} சதுர மீட்டர்"), "km2": _same("{n} சதுர கிலோமீட்டர்"),
     }  # fmt: skip
     per_units: ClassVar[dict[str, str]] = {

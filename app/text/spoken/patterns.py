@@ -40,6 +40,8 @@ UNITS = {
     "mmHg": "mmhg", "bpm": "bpm", "mmol/L": "mmol", "mAh": "mah", "kW": "kw", "W": "w", "GHz": "ghz",
     "MHz": "mhz", "Hz": "hz", "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs",
     "GB/s": "gbs", "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
+    "ms": "msec", "mths": "mth", "mth": "mth", "mos": "mth", "yrs": "yr", "yr": "yr", "wks": "wk", "wk": "wk",
+    "mgu": "wk", "mgg": "wk",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
     "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
     "கி.கி.": "kg", "கி.கி": "kg",
@@ -90,6 +92,11 @@ def _alternation(surfaces: Iterable[str]) -> str:
 
 _MINUS = "\u2212"  # the minus sign, read like a hyphen-minus
 _TERM = r"\d+(?:\.\d+)?"  # a number in a sum: "2 + 2 = 4"
+# words after "4K" that make it a picture's resolution ("4K TV"), not four thousand
+_SCREEN = (
+    "TVs?|UHD|HDR|video|videos|display|displays|monitor|monitors|resolution|screen|screens|camera|cameras"
+    "|streaming|OLED|QLED|Blu-ray|footage|recording|HD"
+)
 # letter runs before a number that are not a vehicle plate ("OTP 1234", "SPM 2024" is excluded as a year)
 _NOT_PLATES = "|".join(
     "ACC AM ATM CNY FY GST KM KG MB GB KB TB NRIC PM PRU PMR REF SPM SST STPM TAC TNB".split()  # noqa: SIM905
@@ -165,6 +172,10 @@ def _time_pattern(night_after_hour: bool) -> str:
         r"(?:(?<=pukul )|(?<=Pukul )|(?<=jam )|(?<=at )|(?<=At )|(?<=before )|(?<=after )|(?<=until )"
         rf"|(?<=till ))(?P<ph>[01]?\d|2[0-3])\.(?P<pmin>[0-5]\d)(?![\d%°A-Za-z]|\.\d|\s?{_MEASURE})",
         rf"(?P<hh>1[0-2]|0?[1-9])\s?(?P<hap>{_AMPM})",
+        # 24-hour time in four digits: "0930 hrs" always, "1700 hrs" after a clock word (else a duration)
+        r"(?P<xh>0\d)(?P<xmin>[0-5]\d)\s?(?:hrs|Hrs|HRS|hours|H)(?!\w)",
+        r"(?:(?<=at )|(?<=At )|(?<=by )|(?<=from )|(?<=until )|(?<=till )|(?<=to )|(?<=pada )|(?<=pukul )"
+        r"|(?<=hingga )|(?<=- )|(?<=-))(?P<yh>1\d|2[0-3])(?P<ymin>[0-5]\d)\s?(?:hrs|Hrs|HRS|H)(?!\w)",
     )
     return "(?<![\\w.:])(?:" + "|".join(forms) + ")"
 
@@ -264,6 +275,8 @@ _ALTERNATIVES = (
         rf"(?:\s?(?P<xu>{_alternation(UNITS)})(?![\w/²³]))?",
     ),
     ("percent", rf"(?<![\w.])(?P<pv>[-{_MINUS}+]?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?[%％]"),
+    ("dsec", r"(?<![\w.])(?P<sv>\d+\.\d+)\s?s(?![\w/'])"),  # "9.58s": seconds (a whole "30s" is a decade)
+    ("video", rf"(?<![\w.])(?P<vr>480|720|1080|1440|2160)p(?![\w])|(?P<vk>[48])K(?=\s(?:{_SCREEN})(?![\w]))"),
     (
         "unit",
         rf"(?<![\w.])(?P<uv>[-{_MINUS}+]?{_NUM})(?:{_DASH}(?P<uv2>{_NUM}))?\s?(?P<uk>{_alternation(UNITS)})"
