@@ -17,6 +17,7 @@ TEXTS = [
     "Selamat pagi, apa khabar? Saya okay.\n\nNew paragraph: 10 km, then 3.5 kg.",
     'Count 1, 2, 3 now, please. The U.S. team won 3-1. "Quoted." (Bracketed!) Done…',
     "Open 9am - 5pm daily - closed on Sunday, prices RM5 - RM10 - cash only, 10 - twenty.",
+    "Mix 2 + 2 = 4, 7 − 10 = −3, then 1½ kg at 0930 hrs. Balance -RM 25.40; call 555-1234 in 1080p.",
 ]
 
 
