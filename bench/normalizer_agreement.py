@@ -125,7 +125,11 @@ script; the rest is measured on every run).
   24-hour clock time when they start with 0 ("0930 hrs" "nine thirty") or follow a clock word ("at
   1700hrs"), else a duration ("1500 hrs of training"); a picture's resolution is its lines and p
   ("1080p" "ten eighty p", 一零八零P) and "4K" before a screen word (TV, UHD, video...) "four K"; three
-  and four digits joined by a dash after a phone word ("call 555-1234") are a phone number.
+  and four digits joined by a dash after a phone word ("call 555-1234") are a phone number. A tilde
+  between numbers is a range like a dash ("22~30℃" 摄氏二十二到三十度); a dash before a number with a
+  leading zero, or after a long number and before a smaller one, is no range ("Suite 3-05" "three zero
+  five", "20250115-0042" digit by digit); pounds, ounces and miles per hour ("2.5lbs", "12 oz",
+  "15mph"); the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word.
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -163,6 +163,12 @@ ENGLISH = [
     ("salary 4K", "salary four thousand"),
     ("call 555-1234", "call five five five one two three four"),
     ("pages 555-1234", "pages five hundred fifty five to one thousand two hundred thirty four"),
+    ("22~30°C", "twenty two to thirty degrees Celsius"),
+    ("2.5lbs, 12 oz", "two point five pounds, twelve ounces"),
+    ("wind 15mph", "wind fifteen miles per hour"),
+    ("Suite 3-05", "Suite three zero five"),
+    ("order 20250115-0042", "order two zero two five zero one one five zero zero four two"),
+    ("score 3-2, 10000-20000 people", "score three to two, ten thousand to twenty thousand people"),
 ]
 
 MALAY = [
@@ -250,11 +256,14 @@ MALAY = [
     ("1+1 percuma", "satu tambah satu percuma"),
     ("5 - 3 = 2", "lima tolak tiga sama dengan dua"),
     ("7 − 10 = −3", "tujuh tolak sepuluh sama dengan negatif tiga"),
-    ("tempoh 5 thn 3 mgu", "tempoh lima thn tiga minggu"),  # thn stays: also a word of its own
+    ("tempoh 5 thn 3 mgu", "tempoh lima tahun tiga minggu"),
     ("12 mths", "dua belas bulan"),
     ("250ms", "dua ratus lima puluh milisaat"),
     ("pada 0930 hrs", "pada pukul sembilan tiga puluh"),
     ("video 1080p", "video seribu lapan puluh p"),
+    ("suhu 22~30°C", "suhu dua puluh dua hingga tiga puluh darjah Celsius"),
+    ("Unit 3-05", "Unit tiga kosong lima"),
+    ("2 lbs", "dua paun"),
 ]
 
 MANDARIN = [
@@ -326,6 +335,11 @@ MANDARIN = [
     ("会议0930 hrs开始", "会议九点三十分开始"),
     ("视频1080p", "视频一零八零P"),
     ("4K TV", "四K TV"),
+    ("温度22~30℃", "温度摄氏二十二到三十度"),
+    ("湿度60%～80%", "湿度百分之六十到八十"),
+    ("订单号：20250115-0042", "订单号：二零二五零一一五零零四二"),
+    ("版本号v2.3.1", "版本号二点三点一"),
+    ("风速15mph", "风速每小时十五英里"),
 ]
 
 TAMIL = [
@@ -396,6 +410,10 @@ TAMIL = [
     ("9.58s", "ஒன்பது புள்ளி ஐந்து எட்டு வினாடி"),
     ("கூட்டம் 0930 hrs", "கூட்டம் ஒன்பது மணி முப்பது நிமிடம்"),
     ("1080p வீடியோ", "ஆயிரத்து எண்பது p வீடியோ"),
+    ("பரிசு ரூ.10,000", "பரிசு பத்தாயிரம் ரூபாய்"),
+    ("ரூ 500", "ஐநூறு ரூபாய்"),
+    ("ரூபாய் 500", "ரூபாய் ஐநூறு"),
+    ("அறை 3-05", "அறை மூன்று பூஜ்ஜியம் ஐந்து"),
 ]
 
 

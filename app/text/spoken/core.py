@@ -46,6 +46,7 @@ _NOT_URL = frozenset(" \t\n\r(<\"'[")
 _LOOK_BACK = 32
 _INSIDE_NUMBER = frozenset(",.:/")
 _SIGNS = frozenset("-+\u2212")
+_TAMIL_RUPEE = ("ரூ.", "ரூ")
 # a sentence ends at . ! ? before a space, or at Chinese 。！？ (each sentence gets its own language)
 _SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)|[。！？](?=\S)")
 _NO_SENTENCE_END = frozenset((
@@ -101,6 +102,9 @@ def _candidates(text: str) -> list[int]:
         found.add(glued)
         if text[glued] in "~*" and glued < start:  # "~RM50": RM starts an entity too
             found.add(glued + 1)
+        head = text[:glued].rstrip(" ")
+        if head.endswith(_TAMIL_RUPEE):  # "ரூ.10,000", "ரூ 500": the rupee written in Tamil
+            found.add(len(head) - (3 if head.endswith("ரூ.") else 2))
         if glued >= 2 and text[glued - 1] == " ":
             word_start = _back(text, glued - 1, _GLUE)
             word = text[word_start : glued - 1]

@@ -699,6 +699,11 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     low, high = m["ra"], m["rb"]
     if len(low) == 3 and len(high) == 4 and (low + high).isdigit() and _phone_cue(text, m.start()):
         return sp.join([sp.digits(low), sp.digits(high)]), m.end()  # "call 555-1234": a phone number
+    if (low + high).isdigit() and (high[0] == "0" < high or (len(low) >= 5 and int(low) > int(high))):
+        # no range ends so: a unit's number ("Suite 3-05": "three zero five") or an order number, digit by
+        # digit ("20250115-0042", "20250115-1234")
+        first = sp.digits(low) if len(low) >= 5 else sp.cardinal(int(low))
+        return sp.join([first, sp.digits(high)]), m.end()
     if am_pm and low.isdigit() and high.isdigit() and 1 <= int(low) <= 12 and 1 <= int(high) <= 12:
         period = am_pm.group(1).lower() + "m"
         end = am_pm.end()
@@ -784,7 +789,7 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _version_context(text: str, start: int, cues: frozenset[str] = VERSION_CUES) -> bool:
     """A version word ("version", "versi", 版本, பதிப்பு; or a word of ``cues``) just before ``start``."""
     before = text[max(0, start - 12) : start]
-    if before.endswith(("版本", "பதிப்பு ", "பதிப்பு")):
+    if before.rstrip(" :：").endswith(("版本", "版本号", "பதிப்பு")):
         return True
     word = _WORDS.findall(before)[-1:]
     return bool(word) and word[0].lower() in cues and before.rstrip(" .")[-len(word[0]) :] == word[0]

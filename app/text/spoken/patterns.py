@@ -28,7 +28,7 @@ CURRENCIES = {
     "A$": "aud", "EUR": "eur", "€": "eur", "GBP": "gbp", "£": "gbp", "JPY": "jpy", "$": "dollar",
     "INR": "inr", "Rs.": "inr", "Rs": "inr", "₹": "inr", "CNY": "cny", "RMB": "cny", "THB": "thb",
     "฿": "thb", "HKD": "hkd", "HK$": "hkd", "TWD": "twd", "NT$": "twd", "KRW": "krw", "₩": "krw",
-    "IDR": "idr", "Rp": "idr",
+    "IDR": "idr", "Rp": "idr", "ரூ.": "inr", "ரூ": "inr",
     # the yen sign: yen, but yuan in Mandarin, where it marks the renminbi (also written full width)
     "¥": "yen_sign", "￥": "yen_sign",
 }  # fmt: skip
@@ -41,7 +41,7 @@ UNITS = {
     "MHz": "mhz", "Hz": "hz", "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs",
     "GB/s": "gbs", "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
     "ms": "msec", "mths": "mth", "mth": "mth", "mos": "mth", "yrs": "yr", "yr": "yr", "wks": "wk", "wk": "wk",
-    "mgu": "wk", "mgg": "wk",
+    "mgu": "wk", "mgg": "wk", "thn": "yr", "lbs": "lb", "lb": "lb", "oz": "oz", "mph": "mph",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
     "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
     "கி.கி.": "kg", "கி.கி": "kg",
@@ -114,7 +114,7 @@ COMPARISON = re.compile(rf"[≥≤<>±≈](?=\s?(?:\d|{_CUR}))")
 _CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # ISO 4217 codes: MYR, USD
 _MONTH = _alternation(MONTHS)
 _PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
-_DASH = r"\s?[-–]\s?"
+_DASH = r"\s?[-–~～]\s?"  # a tilde between numbers is a range too: "22~30℃"
 _URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
 _URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
 
