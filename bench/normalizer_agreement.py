@@ -129,7 +129,13 @@ script; the rest is measured on every run).
   between numbers is a range like a dash ("22~30℃" 摄氏二十二到三十度); a dash before a number with a
   leading zero, or after a long number and before a smaller one, is no range ("Suite 3-05" "three zero
   five", "20250115-0042" digit by digit); pounds, ounces and miles per hour ("2.5lbs", "12 oz",
-  "15mph"); the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word.
+  "15mph"); the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word. A
+  keypad code of stars, hashes and digits ending in a hash is its keys ("*#06#" "star hash zero six
+  hash"); a lone "#" or "*" near a keypad word (press, tekan, dial, 按, அழுத்த) is the key's name ("then
+  # to confirm" "then hash to confirm", 井号键), elsewhere it stays; ratios of three numbers ("1:3:5"
+  "one to three to five"); a decimal with M, B or bn is millions or billions ("3.4M" "three point four
+  million"; "5M" stays); a year alone in brackets is a year ("(2023)" "twenty twenty three"); "Approx.",
+  "Incl.", "Excl." at a sentence's start.
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

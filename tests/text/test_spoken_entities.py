@@ -169,6 +169,15 @@ ENGLISH = [
     ("Suite 3-05", "Suite three zero five"),
     ("order 20250115-0042", "order two zero two five zero one one five zero zero four two"),
     ("score 3-2, 10000-20000 people", "score three to two, ten thousand to twenty thousand people"),
+    ("33.4 million (2023)", "thirty three point four million (twenty twenty three)"),
+    ("Press 1, then # to confirm, or * to go back", "Press one, then hash to confirm, or star to go back"),
+    ("Use * for bullets and # for headings", "Use * for bullets and # for headings"),  # no keypad word
+    ("Dial *#06#", "Dial star hash zero six hash"),
+    ("*100*2#", "star one zero zero star two hash"),
+    ("ratio 1:3:5", "ratio one to three to five"),
+    ("3.4M subscribers, 2bn users", "three point four million subscribers, two billion users"),
+    ("a 5M cable", "a five M cable"),
+    ("Approx. 1.2k views. Incl. tax.", "Approximately one thousand two hundred views. Including tax."),
 ]
 
 MALAY = [
@@ -264,6 +273,10 @@ MALAY = [
     ("suhu 22~30°C", "suhu dua puluh dua hingga tiga puluh darjah Celsius"),
     ("Unit 3-05", "Unit tiga kosong lima"),
     ("2 lbs", "dua paun"),
+    ("Tekan 1, kemudian # untuk sahkan", "Tekan satu, kemudian pagar untuk sahkan"),
+    ("Dail *#06#", "Dail bintang pagar kosong enam pagar"),
+    ("Nisbah 1:3:5", "Nisbah satu berbanding tiga berbanding lima"),
+    ("Pelanggan 3.4M", "Pelanggan tiga perpuluhan empat juta"),
 ]
 
 MANDARIN = [
@@ -340,6 +353,10 @@ MANDARIN = [
     ("订单号：20250115-0042", "订单号：二零二五零一一五零零四二"),
     ("版本号v2.3.1", "版本号二点三点一"),
     ("风速15mph", "风速每小时十五英里"),
+    ("请按#号键确认，或按*返回", "请按井号键确认，或按星号返回"),
+    ("拨*#06#查看", "拨星号井号零六井号查看"),
+    ("比例1:3:5", "比例一比三比五"),
+    ("3.4M用户", "三百四十万用户"),
 ]
 
 TAMIL = [
@@ -414,6 +431,10 @@ TAMIL = [
     ("ரூ 500", "ஐநூறு ரூபாய்"),
     ("ரூபாய் 500", "ரூபாய் ஐநூறு"),
     ("அறை 3-05", "அறை மூன்று பூஜ்ஜியம் ஐந்து"),
+    ("# அழுத்தவும்", "ஹாஷ் அழுத்தவும்"),
+    ("*#06# டயல்", "ஸ்டார் ஹாஷ் பூஜ்ஜியம் ஆறு ஹாஷ் டயல்"),
+    ("விகிதம் 1:3:5", "விகிதம் ஒன்றுக்கு மூன்றுக்கு ஐந்து"),
+    ("3.4M பயனர்கள்", "மூன்று புள்ளி நான்கு மில்லியன் பயனர்கள்"),
 ]
 
 

@@ -25,6 +25,7 @@ from app.text.spoken.patterns import (
     AREA_CODE,
     COMPARISON,
     DIGIT_ANCHOR,
+    KEYPAD_KEY,
     LETTER_ENTITY,
     MONTH_LANGUAGE,
     OTHER_ENTITY,
@@ -116,6 +117,8 @@ def _candidates(text: str) -> list[int]:
     for hint in COMPARISON.finditer(text):
         found.add(hint.start())
     for hint in AREA_CODE.finditer(text):
+        found.add(hint.start())
+    for hint in KEYPAD_KEY.finditer(text):
         found.add(hint.start())
     for hint in URL_HINT.finditer(text):
         found.add(_back_to_space(text, hint.start()))

@@ -68,6 +68,8 @@ _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah m
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
 _ARITHMETIC_PART = re.compile(r"\d+(?:\.\d+)?|[-\u2212+×÷=]")
 _ARITHMETIC_SIGNS = frozenset("-\u2212+×÷=")
+_KEYS = re.compile(r"\d+|[*#]")
+_KEYPAD_WORD = re.compile(r"(?i:\b(?:press|tekan|dial|pilih)\b)|按|拨|அழுத்த")
 _RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
 _WORDS = re.compile(r"[A-Za-z]+")
 _PERIOD_CODE = re.compile(r"Q[1-4]|H[12]|FY")
@@ -597,11 +599,23 @@ def _video(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _ussd(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """A phone service code: "*123#" -> "star one two three hash"."""
-    words = [sp.star_word]
-    for i, keys in enumerate(m["keys"].split("*")):
-        words += [sp.star_word, sp.digits(keys)] if i else [sp.digits(keys)]
-    return sp.join([*words, sp.hash_word]), m.end()
+    """A phone service code: "*123#" -> "star one two three hash", "*#06#" -> "star hash zero six hash"."""
+    keys = {"*": sp.star_word, "#": sp.hash_word}
+    return sp.join([keys.get(key) or sp.digits(key) for key in _KEYS.findall(m["keys"])]), m.end()
+
+
+def _key(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A lone "#" or "*" near a keypad word ("Press 1, then # to confirm", "# அழுத்தவும்"): the key's
+    name (Mandarin "#号键": 井号键, its 号 written); elsewhere as written."""
+    if not _KEYPAD_WORD.search(text, max(0, m.start() - 40), m.end() + 20):
+        return m.group(), m.end()
+    name = sp.star_word if m.group() == "*" else sp.hash_word
+    return (name[:-1] if text.startswith("号", m.end()) and name.endswith("号") else name), m.end()
+
+
+def _mega(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "3.4M" -> "three point four million", "2bn" -> "two billion"."""
+    return sp.scaled(m["gv"], "m" if m["gs"] in ("M", "mil") else "b")[0], m.end()
 
 
 def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -689,9 +703,10 @@ def _ratio(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         and len(m["cb"]) == 2
         and int(m["cb"]) < 60
         and int(m["ca"]) < 1000
+        and not m["cc"]
     ):
         return sp.duration(int(m["ca"]), int(m["cb"])), m.end()
-    return sp.ratio(m["ca"], m["cb"]), m.end()
+    return sp.ratio(m["ca"], m["cb"], *m["cc"].split(":")[1:]), m.end()
 
 
 def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -768,6 +783,13 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return sp.digits(value), end
     if sp.code == "en" and len(value) == 4 and 1000 <= int(value) <= 2099 and _year_context(text, start):
         return sp.year(int(value)), end
+    if (
+        sp.code == "en"
+        and len(value) == 4
+        and 1900 <= int(value) <= 2099
+        and text[start - 1 : end + 1] == (f"({value})")
+    ):
+        return sp.year(int(value)), end  # "(2023)" after a figure or a title
     if len(value) >= 3 and _phone_cue(text, start):
         return sp.digits(value), end
     if len(value) >= 4 and any(w.lower() in DIGIT_CUES for w in _previous_words(text, start, 5)):
@@ -836,7 +858,8 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
-    "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "approx": _approx, "zh_dash": _zh_dash,
+    "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key,
+    "mega": _mega, "approx": _approx, "zh_dash": _zh_dash,
     "or_more": _or_more,
     "money_after": _money_after, "compare": _compare,
     "code2": _code, "number": _number,

@@ -142,10 +142,13 @@ class Tamil(Speaker):
     def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
         return self.date(day, month, year) if month else self.join([numbers_ta.ordinal(day), "தேதி"])
 
-    def ratio(self, a: str, b: str) -> str:
-        """For example "பதினாறுக்கு ஒன்பது" (16:9)."""
-        head, _, last = self.number(a).rpartition(" ")
-        return self.join([head, numbers_ta.join_suffix(last, "க்கு"), self.number(b)])
+    def ratio(self, *parts: str) -> str:
+        """For example "பதினாறுக்கு ஒன்பது" (16:9): each number but the last takes க்கு."""
+        words = []
+        for part in parts[:-1]:
+            head, _, last = self.number(part).rpartition(" ")
+            words += [head, numbers_ta.join_suffix(last, "க்கு")]
+        return self.join([*words, self.number(parts[-1])])
 
     def or_more(self, spoken: str) -> str:
         """For example "பதினெட்டுக்கு மேல்" (18+)."""

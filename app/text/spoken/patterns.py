@@ -16,10 +16,10 @@ from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
     "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES",
-    "HB_DATE", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS", "PHONE_CUES",
-    "PLATE_WORD", "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER", "ROAD_WORDS",
-    "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT", "VERSION_CUES", "WEEKDAYS",
-    "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
+    "HB_DATE", "KEYPAD_KEY", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS",
+    "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER",
+    "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT",
+    "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -197,6 +197,9 @@ UNIT_AFTER = re.compile(rf"\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³\u0b80-\u0
 RANGE_END_DATE = re.compile(f"(?P<date>{_DATE})", re.ASCII)
 """A numeric date right after a range dash (the dash is before it, so no look behind)."""
 
+# a lone keypad key: "press # to confirm" (``core``; read only after a keypad word)
+KEYPAD_KEY = re.compile(r"(?<![\w*#])[#*](?![\w*#])", re.ASCII)
+
 _ALTERNATIVES = (
     (
         "email",
@@ -224,7 +227,8 @@ _ALTERNATIVES = (
         "tz",
         r"(?<![\w.])(?P<tzn>GMT|UTC)\s?(?P<tzs>[+\u2212-])\s?(?P<tzh>1[0-4]|0?\d)(?::?(?P<tzm>[0-5]\d))?(?!\w)",
     ),
-    ("ussd", r"(?<![\w*#])\*(?P<keys>\d+(?:\*\d+)*)#"),
+    ("ussd", r"(?<![\w*#])(?P<keys>[*#][\d*#]*\d[\d*#]*#)"),  # "*123#", "*#06#", "#100*2#"
+    ("key", KEYPAD_KEY.pattern),
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
     ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
@@ -263,7 +267,10 @@ _ALTERNATIVES = (
     ),
     ("time", TIME.pattern),
     ("height", r"(?<![\w.'])(?P<ft>[1-9])'\s?(?P<inch>1[01]|\d)(?:\"|'')"),
-    ("ratio", r"(?<![\w.:])(?P<ca>\d+(?:\.\d+)?):(?P<cb>\d+(?:\.\d+)?)(?![\w:]|[.,]\d)"),
+    (
+        "ratio",
+        r"(?<![\w.:])(?P<ca>\d+(?:\.\d+)?):(?P<cb>\d+(?:\.\d+)?)(?P<cc>(?::\d+(?:\.\d+)?)*)(?![\w:]|[.,]\d)",
+    ),
     (
         "arith",  # "1+1", "2 + 2 = 4", "5 - 3 = 2", "3 × 4 = 12": a minus or a times sign only with "="
         rf"(?<![\w.+\-{_MINUS}/])(?:{_TERM}(?:\s?[-{_MINUS}+×÷]\s?{_TERM})*\s?=\s?[-{_MINUS}]?{_TERM}"
@@ -286,6 +293,7 @@ _ALTERNATIVES = (
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
     ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
+    ("mega", r"(?<![\w.])(?P<gv>\d+\.\d+|\d+(?=bn|mil))(?P<gs>M|B|bn|mil)(?![\w])"),  # "3.4M", "2bn"
     ("times", r"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)x(?![\w])"),
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
     (
@@ -384,6 +392,9 @@ ABBREVIATION_HINT = re.compile(
             "approx.",
             "incl.",
             "excl.",
+            "Approx.",
+            "Incl.",
+            "Excl.",
             "cth.",
             "dll",
             "dsb",

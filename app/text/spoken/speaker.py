@@ -100,9 +100,12 @@ class Speaker:
     def range(self, low: str, high: str) -> str:
         return self.join([low, self.to_word, high])
 
-    def ratio(self, a: str, b: str) -> str:
-        """A ratio or score written with a colon, its two numbers as written: "16:9", "3:2", "1:1.5"."""
-        return self.join([self.number(a), self.ratio_word, self.number(b)])
+    def ratio(self, *parts: str) -> str:
+        """A ratio or score written with colons, its numbers as written: "16:9", "3:2", "1:1.5", "1:3:5"."""
+        words = [self.number(parts[0])]
+        for part in parts[1:]:
+            words += [self.ratio_word, self.number(part)]
+        return self.join(words)
 
     def duration(self, minutes: int, seconds: int) -> str:
         """Minutes and seconds written like a clock that is no clock time: "25:30"."""
