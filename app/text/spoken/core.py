@@ -92,6 +92,7 @@ def _candidates(text: str) -> list[int]:
     part of the entity that starts before it, or read next when that entity stops there.
     """
     found: set[int] = set()
+    rupee = "ரூ" in text
     for anchor in DIGIT_ANCHOR.finditer(text):
         start = anchor.start()
         if start >= 2 and text[start - 1] in _INSIDE_NUMBER and text[start - 2].isdigit():
@@ -103,9 +104,10 @@ def _candidates(text: str) -> list[int]:
         found.add(glued)
         if text[glued] in "~*" and glued < start:  # "~RM50": RM starts an entity too
             found.add(glued + 1)
-        head = text[:glued].rstrip(" ")
+        near = max(0, glued - 4)
+        head = text[near:glued].rstrip(" ") if rupee else ""
         if head.endswith(_TAMIL_RUPEE):  # "ரூ.10,000", "ரூ 500": the rupee written in Tamil
-            found.add(len(head) - (3 if head.endswith("ரூ.") else 2))
+            found.add(near + len(head) - (3 if head.endswith("ரூ.") else 2))
         if glued >= 2 and text[glued - 1] == " ":
             word_start = _back(text, glued - 1, _GLUE)
             word = text[word_start : glued - 1]
@@ -118,8 +120,9 @@ def _candidates(text: str) -> list[int]:
         found.add(hint.start())
     for hint in AREA_CODE.finditer(text):
         found.add(hint.start())
-    for hint in KEYPAD_KEY.finditer(text):
-        found.add(hint.start())
+    if "#" in text or "*" in text:
+        for hint in KEYPAD_KEY.finditer(text):
+            found.add(hint.start())
     for hint in URL_HINT.finditer(text):
         found.add(_back_to_space(text, hint.start()))
     for hint in ABBREVIATION_HINT.finditer(text):
