@@ -135,7 +135,11 @@ script; the rest is measured on every run).
   # to confirm" "then hash to confirm", 井号键), elsewhere it stays; ratios of three numbers ("1:3:5"
   "one to three to five"); a decimal with M, B or bn is millions or billions ("3.4M" "three point four
   million"; "5M" stays); a year alone in brackets is a year ("(2023)" "twenty twenty three"); "Approx.",
-  "Incl.", "Excl." at a sentence's start.
+  "Incl.", "Excl." at a sentence's start. Crore and lakh after an amount are scale words in English and
+  Tamil ("₹2.5 crore" "two point five crore rupees", இரண்டு புள்ளி ஐந்து கோடி ரூபாய்) and multiplied out
+  in Malay and Mandarin; a day and a month, a dash and another date are a date range ("24/2 - 27/3/2025",
+  "24/2-27/3"); two dotted clock times joined by a dash before a part of the day or am/pm are a range of
+  times ("8.00-10.00 pg" "pukul lapan hingga sepuluh pagi", "9.00-5.00 pm" "nine o'clock to five p m").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -178,6 +178,15 @@ ENGLISH = [
     ("3.4M subscribers, 2bn users", "three point four million subscribers, two billion users"),
     ("a 5M cable", "a five M cable"),
     ("Approx. 1.2k views. Incl. tax.", "Approximately one thousand two hundred views. Including tax."),
+    ("₹2.5 crore and Rs 50 lakh", "two point five crore rupees and fifty lakh rupees"),
+    (
+        "from 24/2 - 27/3/2025",
+        "from the twenty fourth of February to the twenty seventh of March twenty twenty five",
+    ),
+    ("24/2-27/3", "the twenty fourth of February to the twenty seventh of March"),
+    ("open 8.30-10.00am.", "open eight thirty a m to ten a m."),
+    ("9.00-5.00 pm", "nine o'clock to five p m"),  # the first hour comes later in the half: no p m
+    ("1.5-2.5 pts", "one point five to two point five points"),
 ]
 
 MALAY = [
@@ -277,6 +286,20 @@ MALAY = [
     ("Dail *#06#", "Dail bintang pagar kosong enam pagar"),
     ("Nisbah 1:3:5", "Nisbah satu berbanding tiga berbanding lima"),
     ("Pelanggan 3.4M", "Pelanggan tiga perpuluhan empat juta"),
+    ("Kos ₹2.5 crore", "Kos dua puluh lima juta rupee"),
+    (
+        "pada 24/2 - 27/3/2025",
+        "pada dua puluh empat Februari hingga dua puluh tujuh Mac dua ribu dua puluh lima",
+    ),
+    ("Kelas 8.00-10.00 pg", "Kelas pukul lapan hingga sepuluh pagi"),
+    (
+        "8.30 - 10.00 pagi dan 2.00-5.30 ptg",
+        "pukul lapan tiga puluh hingga sepuluh pagi dan dua hingga lima tiga puluh petang",
+    ),
+    (
+        "Harga 8.00-10.00 sekilo",
+        "Harga lapan perpuluhan kosong kosong hingga sepuluh perpuluhan kosong kosong sekilo",
+    ),
 ]
 
 MANDARIN = [
@@ -357,6 +380,8 @@ MANDARIN = [
     ("拨*#06#查看", "拨星号井号零六井号查看"),
     ("比例1:3:5", "比例一比三比五"),
     ("3.4M用户", "三百四十万用户"),
+    ("花费₹2.5 crore", "花费两千五百万卢比"),
+    ("时间8.30-10.00am", "时间上午八点三十分到上午十点"),
 ]
 
 TAMIL = [
@@ -435,6 +460,9 @@ TAMIL = [
     ("*#06# டயல்", "ஸ்டார் ஹாஷ் பூஜ்ஜியம் ஆறு ஹாஷ் டயல்"),
     ("விகிதம் 1:3:5", "விகிதம் ஒன்றுக்கு மூன்றுக்கு ஐந்து"),
     ("3.4M பயனர்கள்", "மூன்று புள்ளி நான்கு மில்லியன் பயனர்கள்"),
+    ("மொத்தம் ₹2.5 கோடி", "மொத்தம் இரண்டு புள்ளி ஐந்து கோடி ரூபாய்"),
+    ("₹50 லட்சம்", "ஐம்பது லட்சம் ரூபாய்"),
+    ("நேரம் 8.30-10.00am", "நேரம் காலை எட்டு மணி முப்பது நிமிடம் முதல் காலை பத்து மணி"),
 ]
 
 

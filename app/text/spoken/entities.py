@@ -46,7 +46,8 @@ Handler = Callable[[re.Match[str], Speaker, str], tuple[str, int]]
 _SCALES = {
     "k": "k", "K": "k", "thousand": "k", "ribu": "k", "mil": "m", "million": "m", "mn": "m", "m": "m",
     "M": "m", "juta": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
-    "மில்லியன்": "m", "பில்லியன்": "b",
+    "மில்லியன்": "m", "பில்லியன்": "b", "crore": "cr", "crores": "cr", "கோடி": "cr", "lakh": "lk",
+    "lakhs": "lk", "லட்சம்": "lk",
 }  # fmt: skip
 SYMBOL_WORDS = {
     ".": "dot", "@": "at", "_": "underscore", "-": "dash", "+": "plus", "/": "slash", ":": "colon",
@@ -61,6 +62,9 @@ _ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码",
 _YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
 _NDATE = entity_pattern("ndate")
+_DOTTED_CLOCK = re.compile(r"(1[0-2]|0?[1-9])\.([0-5]\d)")  # "8.30", a clock time in a range
+_CLOCK_PART = re.compile(rf"\s?(?P<part>(?i:{'|'.join(sorted(DAY_PARTS, key=len, reverse=True))}))(?!\w)")
+_DAY_MONTH = re.compile(r"(?P<dd>0?[1-9]|[12]\d|3[01])/(?P<dm>0?[1-9]|1[0-2])(?![\w/]|\.\d)")
 _UNIT = entity_pattern("unit")
 _LETTERS_DECIMAL = re.compile(r"([A-Za-z]+)(\d+\.\d+)")
 _RANGE_DASH = re.compile(r"\s?[-–]\s?")
@@ -556,7 +560,7 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         max(0, m.start() - 2) : m.start()
     ].endswith(_ZH_DATE_CUES)
     if 1 <= a <= 31 and 1 <= b <= 12 and (cue or a > b) and not UNIT_AFTER.match(text, m.end()):
-        return sp.date(a, b, None), m.end()
+        return _with_range((sp.date(a, b, None), m.end()), sp, text, _DAY_MONTH_DATES)  # "24/2 - 27/3/2025"
     if b == 0:
         return _fallback(sp, m.group()), m.end()
     return _fraction_unit(sp.fraction(a, b), "1" if a < b else "2", sp, text, m.end())
@@ -615,7 +619,7 @@ def _key(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 def _mega(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "3.4M" -> "three point four million", "2bn" -> "two billion"."""
-    return sp.scaled(m["gv"], "m" if m["gs"] in ("M", "mil") else "b")[0], m.end()
+    return sp.scaled(m["gv"], _SCALES[m["gs"]])[0], m.end()
 
 
 def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -712,6 +716,9 @@ def _ratio(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     am_pm = _AMPM_AFTER.match(text, m.end())
     low, high = m["ra"], m["rb"]
+    clocks = _DOTTED_CLOCK.fullmatch(low), _DOTTED_CLOCK.fullmatch(high)
+    if clocks[0] and clocks[1] and (marker := _CLOCK_PART.match(text, m.end()) or am_pm):
+        return _clock_range(clocks[0], clocks[1], marker, sp, text, m.start())  # "8.00-10.00 pg"
     if len(low) == 3 and len(high) == 4 and (low + high).isdigit() and _phone_cue(text, m.start()):
         return sp.join([sp.digits(low), sp.digits(high)]), m.end()  # "call 555-1234": a phone number
     if (low + high).isdigit() and (high[0] == "0" < high or (len(low) >= 5 and int(low) > int(high))):
@@ -753,6 +760,26 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if sp.code == "ms" and high.isdigit() and 1 <= int(high) <= 12 and _MALAY_CLOCK.match(text, m.end()):
         spoken = _pukul(sp, text, m.start()) + spoken  # "2-4 petang"
     return spoken, m.end()
+
+
+def _clock_range(
+    low: re.Match[str], high: re.Match[str], marker: re.Match[str], sp: Speaker, text: str, start: int
+) -> tuple[str, int]:
+    """Two dotted clock times and the part of the day or am/pm after the second ("8.00-10.00 pg",
+    "8.30 - 10.00am"): Malay says the part once after both, another language says its half of the day
+    with each, the first's only when it comes no later in that half ("9.00-5.00 ptg": "nine to five p m")."""
+    (h1, m1), (h2, m2) = (int(low[1]), int(low[2])), (int(high[1]), int(high[2]))
+    if marker.re is _CLOCK_PART:
+        word, period = DAY_PARTS[marker["part"].lower()]
+    else:
+        word, period = "", marker.group(1).lower() + "m"
+    if sp.code == "ms":
+        spoken = sp.join([sp.range(sp.time(h1, m1, None), sp.time(h2, m2, None)), word])
+    else:
+        first = period if h1 % 12 <= h2 % 12 else None
+        spoken = sp.range(sp.time(h1, m1, first), sp.time(h2, m2, period))
+    end = marker.end()
+    return _pukul(sp, text, start) + spoken + _dot_kept(text[start:end], text, end), end
 
 
 def _phone_cue(text: str, start: int) -> bool:
@@ -847,10 +874,16 @@ def _sup(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.cardinal(int(m.group().translate(_SUPERSCRIPTS))), m.end()
 
 
+def _day_month_alone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A day and a month after a range dash: "24/2-27/3"."""
+    return sp.date(int(m["dd"]), int(m["dm"]), None), m.end()
+
+
 _DATES: tuple[tuple[re.Pattern[str], Handler], ...] = (
     (RANGE_END_DATE, _date_alone),
     (_NDATE, _ndate_alone),
 )  # a date after a range dash
+_DAY_MONTH_DATES = (*_DATES, (_DAY_MONTH, _day_month_alone))  # after a day and a month: "24/2 - 27/3"
 
 HANDLERS: dict[str, Handler] = {
     "email": _email, "url": _url, "abbr": _abbr, "money": _money, "hash": _hash, "ke": _ke, "mdate": _mdate,

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 __all__ = ["SCALE_VALUES", "Speaker"]
 
-SCALE_VALUES = {"k": 1000, "m": 10**6, "b": 10**9}
+SCALE_VALUES = {"k": 1000, "m": 10**6, "b": 10**9, "lk": 10**5, "cr": 10**7}  # lakh, crore
 _LONGEST = 15  # digits of the longest whole number read as a quantity
 _SIGNS = frozenset("-\u2212+")  # the minus sign U+2212 is read like a hyphen-minus
 
