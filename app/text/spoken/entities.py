@@ -810,12 +810,8 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return sp.digits(value), end
     if sp.code == "en" and len(value) == 4 and 1000 <= int(value) <= 2099 and _year_context(text, start):
         return sp.year(int(value)), end
-    if (
-        sp.code == "en"
-        and len(value) == 4
-        and 1900 <= int(value) <= 2099
-        and text[start - 1 : end + 1] == (f"({value})")
-    ):
+    alone_in_brackets = start > 0 and text[start - 1] == "(" and text.startswith(")", end)
+    if sp.code == "en" and len(value) == 4 and 1900 <= int(value) <= 2099 and alone_in_brackets:
         return sp.year(int(value)), end  # "(2023)" after a figure or a title
     if len(value) >= 3 and _phone_cue(text, start):
         return sp.digits(value), end
@@ -891,11 +887,9 @@ HANDLERS: dict[str, Handler] = {
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
-    "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key,
-    "mega": _mega, "approx": _approx, "zh_dash": _zh_dash,
-    "or_more": _or_more,
-    "money_after": _money_after, "compare": _compare,
-    "code2": _code, "number": _number,
+    "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
+    "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more, "money_after": _money_after,
+    "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,
 }  # fmt: skip
