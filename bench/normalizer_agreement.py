@@ -140,6 +140,9 @@ script; the rest is measured on every run).
   in Malay and Mandarin; a day and a month, a dash and another date are a date range ("24/2 - 27/3/2025",
   "24/2-27/3"); two dotted clock times joined by a dash before a part of the day or am/pm are a range of
   times ("8.00-10.00 pg" "pukul lapan hingga sepuluh pagi", "9.00-5.00 pm" "nine o'clock to five p m").
+  Hours and minutes written short ("2h 15m" "two hours fifteen minutes"), feet and inches in letters ("6
+  ft 2 in" "six foot two"), "50-50" "fifty fifty", and a count before an amount ("3 x RM33.30" "three
+  times").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -187,6 +187,13 @@ ENGLISH = [
     ("open 8.30-10.00am.", "open eight thirty a m to ten a m."),
     ("9.00-5.00 pm", "nine o'clock to five p m"),  # the first hour comes later in the half: no p m
     ("1.5-2.5 pts", "one point five to two point five points"),
+    ("runs 2h 15m, or 1h30min", "runs two hours fifteen minutes, or one hour thirty minutes"),
+    ("a 50-50 chance", "a fifty fifty chance"),
+    ("6 ft 2 in tall", "six foot two tall"),
+    ("5 ft 11 inches", "five foot eleven"),
+    ("6 ft in height", "six feet in height"),  # no inches: feet
+    ("pay 3 x RM33.30", "pay three times thirty three ringgit thirty sen"),
+    ("the 2 in 1 deal", "the two in one deal"),
 ]
 
 MALAY = [
@@ -300,6 +307,8 @@ MALAY = [
         "Harga 8.00-10.00 sekilo",
         "Harga lapan perpuluhan kosong kosong hingga sepuluh perpuluhan kosong kosong sekilo",
     ),
+    ("Filem 2h 15m", "Filem dua jam lima belas minit"),
+    ("Bayar 3 x RM33.30", "Bayar tiga kali tiga puluh tiga ringgit tiga puluh sen"),
 ]
 
 MANDARIN = [
@@ -382,6 +391,7 @@ MANDARIN = [
     ("3.4M用户", "三百四十万用户"),
     ("花费₹2.5 crore", "花费两千五百万卢比"),
     ("时间8.30-10.00am", "时间上午八点三十分到上午十点"),
+    ("电影2h 15m", "电影两小时十五分钟"),
 ]
 
 TAMIL = [
@@ -463,6 +473,7 @@ TAMIL = [
     ("மொத்தம் ₹2.5 கோடி", "மொத்தம் இரண்டு புள்ளி ஐந்து கோடி ரூபாய்"),
     ("₹50 லட்சம்", "ஐம்பது லட்சம் ரூபாய்"),
     ("நேரம் 8.30-10.00am", "நேரம் காலை எட்டு மணி முப்பது நிமிடம் முதல் காலை பத்து மணி"),
+    ("படம் 2h 15m", "படம் இரண்டு மணி நேரம் பதினைந்து நிமிடம்"),
 ]
 
 

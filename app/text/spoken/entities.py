@@ -541,6 +541,14 @@ def _decade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.cardinal(value) + ("an" if sp.code == "ms" else "கள்"), m.end()
 
 
+def _hours_minutes(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "2h 15m" -> "two hours fifteen minutes"."""
+    hours, minutes = m["hmh"], m["hmm"]
+    return sp.join(
+        [sp.unit(sp.quantity(hours), hours, "hr"), sp.unit(sp.quantity(minutes), minutes, "min")]
+    ), m.end()
+
+
 def _kilo(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.scaled(m["kv"], "k")[0], m.end()
 
@@ -672,7 +680,7 @@ def _out_of(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _height(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """6'2" -> "six foot two"."""
+    """6'2", "6 ft 2 in" -> "six foot two"."""
     return sp.feet_inches(int(m["ft"]), int(m["inch"])), m.end()
 
 
@@ -719,6 +727,8 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     clocks = _DOTTED_CLOCK.fullmatch(low), _DOTTED_CLOCK.fullmatch(high)
     if clocks[0] and clocks[1] and (marker := _CLOCK_PART.match(text, m.end()) or am_pm):
         return _clock_range(clocks[0], clocks[1], marker, sp, text, m.start())  # "8.00-10.00 pg"
+    if low == high == "50":  # "a 50-50 chance": fifty fifty
+        return sp.join([sp.cardinal(50), sp.cardinal(50)]), m.end()
     if len(low) == 3 and len(high) == 4 and (low + high).isdigit() and _phone_cue(text, m.start()):
         return sp.join([sp.digits(low), sp.digits(high)]), m.end()  # "call 555-1234": a phone number
     if (low + high).isdigit() and (high[0] == "0" < high or (len(low) >= 5 and int(low) > int(high))):
@@ -888,6 +898,7 @@ HANDLERS: dict[str, Handler] = {
     "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
+    "hmin": _hours_minutes,
     "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more, "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
