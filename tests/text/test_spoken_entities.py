@@ -194,6 +194,13 @@ ENGLISH = [
     ("6 ft in height", "six feet in height"),  # no inches: feet
     ("pay 3 x RM33.30", "pay three times thirty three ringgit thirty sen"),
     ("the 2 in 1 deal", "the two in one deal"),
+    ("the 11.11 and 12.12 sales", "the eleven eleven and twelve twelve sales"),
+    ("the 9.9 sale", "the nine nine sale"),
+    ("rated 4.4 stars, GPA 3.3", "rated four point four stars, GPA three point three"),  # no sale word
+    ("10.10 kg", "ten point one zero kilograms"),
+    ("Your score: 8/10", "Your score: eight out of ten"),
+    ("rated 4/5", "rated four out of five"),
+    ("3/10 of the budget", "three tenths of the budget"),  # no score word
 ]
 
 MALAY = [
@@ -309,6 +316,8 @@ MALAY = [
     ),
     ("Filem 2h 15m", "Filem dua jam lima belas minit"),
     ("Bayar 3 x RM33.30", "Bayar tiga kali tiga puluh tiga ringgit tiga puluh sen"),
+    ("Promosi 11.11", "Promosi sebelas sebelas"),
+    ("Skor 8/10", "Skor lapan daripada sepuluh"),
 ]
 
 MANDARIN = [
@@ -392,6 +401,8 @@ MANDARIN = [
     ("花费₹2.5 crore", "花费两千五百万卢比"),
     ("时间8.30-10.00am", "时间上午八点三十分到上午十点"),
     ("电影2h 15m", "电影两小时十五分钟"),
+    ("11.11购物节，12.12大促", "双十一购物节，双十二大促"),
+    ("9.9购物节", "九九购物节"),
 ]
 
 TAMIL = [
@@ -474,6 +485,7 @@ TAMIL = [
     ("₹50 லட்சம்", "ஐம்பது லட்சம் ரூபாய்"),
     ("நேரம் 8.30-10.00am", "நேரம் காலை எட்டு மணி முப்பது நிமிடம் முதல் காலை பத்து மணி"),
     ("படம் 2h 15m", "படம் இரண்டு மணி நேரம் பதினைந்து நிமிடம்"),
+    ("11.11 விற்பனை", "பதினொன்று பதினொன்று விற்பனை"),
 ]
 
 

@@ -72,6 +72,14 @@ _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah m
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
 _ARITHMETIC_PART = re.compile(r"\d+(?:\.\d+)?|[-\u2212+×÷=]")
 _ARITHMETIC_SIGNS = frozenset("-\u2212+×÷=")
+_SCORE_CUE = re.compile(
+    r"(?i:\b(?:score|scored|scores|rating|rated|rate|marks?|grade|skor|markah|penilaian|nilai)\b)\W*$"
+    r"|(?:评分|得分|分数|打分|மதிப்பெண்)\W*$"
+)  # a whole number over 5, 10 or 100 after one of these is a score
+_SHOPPING_DAY = re.compile(
+    r"(?P<day>1[0-2])\.(?P=day)(?![\d.])"
+    r"|(?P<low>[1-9])\.(?P=low)(?=\s?(?i:sales?|promo|promosi|jualan|deals?|kempen|campaign)|购物节|大促|விற்பனை)"
+)  # a sale day named by its date: "11.11", "12.12", "9.9 sale"
 _KEYS = re.compile(r"\d+|[*#]")
 _KEYPAD_WORD = re.compile(r"(?i:\b(?:press|tekan|dial|pilih)\b)|按|拨|அழுத்த")
 _RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
@@ -571,6 +579,8 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return _with_range((sp.date(a, b, None), m.end()), sp, text, _DAY_MONTH_DATES)  # "24/2 - 27/3/2025"
     if b == 0:
         return _fallback(sp, m.group()), m.end()
+    if b in (5, 10, 100) and a <= b and _SCORE_CUE.search(text, max(0, m.start() - 16), m.start()):
+        return sp.out_of(sp.cardinal(a), sp.cardinal(b)), m.end()  # "score: 8/10" -> "eight out of ten"
     return _fraction_unit(sp.fraction(a, b), "1" if a < b else "2", sp, text, m.end())
 
 
@@ -805,6 +815,9 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     value, start, end = m["nv"], m.start(), m.end()
     if m["neg"]:
         return sp.number(m["neg"] + value), end
+    shopping = _SHOPPING_DAY.match(text, start)
+    if shopping and shopping.end() == end:
+        return sp.shopping_day(int(shopping["day"] or shopping["low"])), end
     if "." in value and _version_context(text, start):
         return sp.dotted(value.split(".")), end
     if value.count(".") > 1:

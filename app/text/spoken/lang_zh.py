@@ -146,6 +146,10 @@ class Mandarin(Speaker):
     def day_of_month(self, day: int, month: int | None, year: int | None) -> str:
         return self.date(day, month, year) if month else f"{self.cardinal(day)}号"
 
+    def shopping_day(self, n: int) -> str:
+        """For example "双十一" (11.11), "双十二"; "九九" (9.9)."""
+        return "双" + self.cardinal(n) if n >= 10 else super().shopping_day(n)
+
     def mixed(self, whole: int, numerator: int, denominator: int) -> str:
         """For example "二又二分之一"."""
         return f"{self.cardinal(whole)}又{self.fraction(numerator, denominator)}"

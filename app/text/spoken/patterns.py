@@ -198,7 +198,7 @@ UNIT_AFTER = re.compile(rf"\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³\u0b80-\u0
 RANGE_END_DATE = re.compile(f"(?P<date>{_DATE})", re.ASCII)
 """A numeric date right after a range dash (the dash is before it, so no look behind)."""
 
-# a lone keypad key: "press # to confirm" (``core``; read only after a keypad word)
+# a lone keypad key: "press # to confirm" (``core``; read as the key only near a keypad word)
 KEYPAD_KEY = re.compile(r"(?<![\w*#])[#*](?![\w*#])", re.ASCII)
 
 _ALTERNATIVES = (

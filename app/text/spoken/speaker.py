@@ -118,6 +118,10 @@ class Speaker:
         """A score over its maximum, both already read: "4.5/5"."""
         return self.out_of_template.format(a=score, b=top)
 
+    def shopping_day(self, n: int) -> str:
+        """A sale day named by its date, "11.11": the number twice."""
+        return self.join([self.cardinal(n), self.cardinal(n)])
+
     def or_more(self, spoken: str) -> str:
         """A number and more, already read: "18+"."""
         return self.or_more_template.format(n=spoken)
