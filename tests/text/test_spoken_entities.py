@@ -201,6 +201,7 @@ ENGLISH = [
     ("Your score: 8/10", "Your score: eight out of ten"),
     ("rated 4/5", "rated four out of five"),
     ("3/10 of the budget", "three tenths of the budget"),  # no score word
+    ("BMI of 22.5 kg/m²", "BMI of twenty two point five kilograms per square metre"),
 ]
 
 MALAY = [
@@ -318,6 +319,7 @@ MALAY = [
     ("Bayar 3 x RM33.30", "Bayar tiga kali tiga puluh tiga ringgit tiga puluh sen"),
     ("Promosi 11.11", "Promosi sebelas sebelas"),
     ("Skor 8/10", "Skor lapan daripada sepuluh"),
+    ("BMI 22.5 kg/m²", "BMI dua puluh dua perpuluhan lima kilogram per meter persegi"),
 ]
 
 MANDARIN = [
@@ -403,6 +405,7 @@ MANDARIN = [
     ("电影2h 15m", "电影两小时十五分钟"),
     ("11.11购物节，12.12大促", "双十一购物节，双十二大促"),
     ("9.9购物节", "九九购物节"),
+    ("BMI为22.5 kg/m²", "BMI为每平方米二十二点五公斤"),
 ]
 
 TAMIL = [
@@ -486,6 +489,7 @@ TAMIL = [
     ("நேரம் 8.30-10.00am", "நேரம் காலை எட்டு மணி முப்பது நிமிடம் முதல் காலை பத்து மணி"),
     ("படம் 2h 15m", "படம் இரண்டு மணி நேரம் பதினைந்து நிமிடம்"),
     ("11.11 விற்பனை", "பதினொன்று பதினொன்று விற்பனை"),
+    ("BMI 22.5 kg/m²", "BMI சதுர மீட்டருக்கு இருபத்திரண்டு புள்ளி ஐந்து கிலோகிராம்"),
 ]
 
 

@@ -81,6 +81,7 @@ class English(Speaker):
         "gbs": _plural("gigabyte per second", "gigabytes per second"),
         "kwh": _plural("kilowatt hour"), "min": _plural("minute"), "hr": _plural("hour"),
         "sec": _plural("second"), "sqft": _plural("square foot", "square feet"),
+        "bmi": _plural("kilogram per square metre", "kilograms per square metre"),
         "lb": _plural("pound"), "oz": _plural("ounce"), "mph": _plural("mile per hour", "miles per hour"),
         "msec": _plural("millisecond"), "mth": _plural("month"), "yr": _plural("year"), "wk": _plural("week"),
         "m2": _plural("square metre"), "km2": _plural("square kilometre"),

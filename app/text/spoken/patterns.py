@@ -41,6 +41,7 @@ UNITS = {
     "MHz": "mhz", "Hz": "hz", "tbsp": "tbsp", "tsp": "tsp", "ft": "ft", "pts": "pts", "MB/s": "mbs",
     "GB/s": "gbs", "mins": "min", "min": "min", "hrs": "hr", "hr": "hr", "secs": "sec", "sec": "sec",
     "ms": "msec", "mths": "mth", "mth": "mth", "mos": "mth", "yrs": "yr", "yr": "yr", "wks": "wk", "wk": "wk",
+    "kg/m²": "bmi", "kg/m2": "bmi",
     "mgu": "wk", "mgg": "wk", "thn": "yr", "lbs": "lb", "lb": "lb", "oz": "oz", "mph": "mph",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
     "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
