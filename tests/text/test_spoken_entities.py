@@ -202,6 +202,8 @@ ENGLISH = [
     ("rated 4/5", "rated four out of five"),
     ("3/10 of the budget", "three tenths of the budget"),  # no score word
     ("BMI of 22.5 kg/m²", "BMI of twenty two point five kilograms per square metre"),
+    ("shipped #A1234", "shipped number A one two three four"),
+    ("#GE15 #MH370", "hashtag G E fifteen hashtag M H three hundred seventy"),
 ]
 
 MALAY = [
@@ -320,6 +322,7 @@ MALAY = [
     ("Promosi 11.11", "Promosi sebelas sebelas"),
     ("Skor 8/10", "Skor lapan daripada sepuluh"),
     ("BMI 22.5 kg/m²", "BMI dua puluh dua perpuluhan lima kilogram per meter persegi"),
+    ("dihantar #A1234", "dihantar nombor A satu dua tiga empat"),
 ]
 
 MANDARIN = [
@@ -406,6 +409,7 @@ MANDARIN = [
     ("11.11购物节，12.12大促", "双十一购物节，双十二大促"),
     ("9.9购物节", "九九购物节"),
     ("BMI为22.5 kg/m²", "BMI为每平方米二十二点五公斤"),
+    ("订单#A1234已发货", "订单A一二三四号已发货"),
 ]
 
 TAMIL = [
@@ -490,6 +494,7 @@ TAMIL = [
     ("படம் 2h 15m", "படம் இரண்டு மணி நேரம் பதினைந்து நிமிடம்"),
     ("11.11 விற்பனை", "பதினொன்று பதினொன்று விற்பனை"),
     ("BMI 22.5 kg/m²", "BMI சதுர மீட்டருக்கு இருபத்திரண்டு புள்ளி ஐந்து கிலோகிராம்"),
+    ("ஆர்டர் #A1234", "ஆர்டர் எண் A ஒன்று இரண்டு மூன்று நான்கு"),
 ]
 
 

@@ -209,6 +209,7 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 _LONG_DIGITS = re.compile(r"\d{5}")
+_ID_TAG = re.compile(r"[A-Z]{1,4}\d{4,}")  # "#A1234": an order number, not a hashtag
 _VERSION_WORDS = frozenset(("version", "versi", "ver"))
 _TAG_RUN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[_.]")
 
@@ -234,9 +235,11 @@ def _tag_parts(sp: Speaker, body: str) -> list[str]:
 
 def _tag(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """#PromoDeepavali2025 -> "hashtag Promo Deepavali twenty twenty five" ("hashtag" in every language);
-    an order or ticket number ("Order #A12345", "#INV20250012") is read as a number."""
+    an order or ticket number ("Order #A12345", "#INV20250012", "订单#A1234": a few capitals and four
+    digits or more) is read as a number."""
     previous = _previous_words(text, m.start(), 1)
-    if (previous and previous[0].lower() in DIGIT_CUES) or _LONG_DIGITS.search(m["tg"]):
+    cued = previous and previous[0].lower() in DIGIT_CUES
+    if cued or _LONG_DIGITS.search(m["tg"]) or _ID_TAG.fullmatch(m["tg"]):
         return _id_parts(sp, m["tg"]), m.end()
     return sp.join(["hashtag", *_tag_parts(sp, m["tg"])]), m.end()
 
