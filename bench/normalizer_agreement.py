@@ -145,7 +145,9 @@ script; the rest is measured on every run).
   times"). A sale day named by its date is the number twice ("11.11" "eleven eleven", 双十一; "10.10",
   "12.12" always, "9.9" and the like only before a sale word), and a whole number over 5, 10 or 100
   after a score word is a score ("score: 8/10" "eight out of ten"; "3/10 of the budget" stays a
-  fraction). A body-mass index's unit ("22.5 kg/m²") is kilograms per square metre.
+  fraction). A body-mass index's unit ("22.5 kg/m²") is kilograms per square metre. A hash before up to
+  four capitals and four digits or more is an order number in every language ("#A1234"), not a
+  hashtag ("#GE15", "#CNY2026" with a year, stay hashtags).
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

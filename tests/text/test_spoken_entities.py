@@ -204,6 +204,7 @@ ENGLISH = [
     ("BMI of 22.5 kg/m²", "BMI of twenty two point five kilograms per square metre"),
     ("shipped #A1234", "shipped number A one two three four"),
     ("#GE15 #MH370", "hashtag G E fifteen hashtag M H three hundred seventy"),
+    ("#CNY2026", "hashtag C N Y twenty twenty six"),  # a year: a hashtag
 ]
 
 MALAY = [
@@ -410,6 +411,7 @@ MANDARIN = [
     ("9.9购物节", "九九购物节"),
     ("BMI为22.5 kg/m²", "BMI为每平方米二十二点五公斤"),
     ("订单#A1234已发货", "订单A一二三四号已发货"),
+    ("标签#CNY2026", "标签hashtag CNY二零二六"),
 ]
 
 TAMIL = [

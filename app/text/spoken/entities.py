@@ -209,7 +209,7 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 _LONG_DIGITS = re.compile(r"\d{5}")
-_ID_TAG = re.compile(r"[A-Z]{1,4}\d{4,}")  # "#A1234": an order number, not a hashtag
+_ID_TAG = re.compile(r"[A-Z]{1,4}(?!(?:19|20)\d\d$)\d{4,}")  # "#A1234": an order number ("#CNY2026": a tag)
 _VERSION_WORDS = frozenset(("version", "versi", "ver"))
 _TAG_RUN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[_.]")
 
