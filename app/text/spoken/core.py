@@ -36,7 +36,7 @@ from app.text.spoken.patterns import (
     UNICODE_DIGIT,
     URL_HINT,
 )
-from app.text.spoken.speaker import Speaker
+from app.text.spoken.speaker import SIGNS, Speaker
 
 __all__ = ["normalize_spoken", "speaker_for"]
 
@@ -46,7 +46,6 @@ _EMAIL_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _NOT_URL = frozenset(" \t\n\r(<\"'[")
 _LOOK_BACK = 32
 _INSIDE_NUMBER = frozenset(",.:/")
-_SIGNS = frozenset("-+\u2212")
 _TAMIL_RUPEE = ("ரூ.", "ரூ")
 # a sentence ends at . ! ? before a space, or at Chinese 。！？ (each sentence gets its own language)
 _SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)|[。！？](?=\S)")
@@ -114,7 +113,7 @@ def _candidates(text: str) -> list[int]:
             plate = PLATE_WORD.fullmatch(word)  # "JQA 3391", "PJS 11/15"
             if word in PREFIX_WORDS or text[word_start : glued - 2] in PREFIX_WORDS or plate:
                 found.add(word_start)
-            elif word[:1] in _SIGNS and word[1:] in PREFIX_WORDS:  # "-RM 25.40": the sign and the currency
+            elif word[:1] in SIGNS and word[1:] in PREFIX_WORDS:  # "-RM 25.40": the sign and the currency
                 found.update((word_start, word_start + 1))
     for hint in COMPARISON.finditer(text):
         found.add(hint.start())

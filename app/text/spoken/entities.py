@@ -26,6 +26,7 @@ from app.text.spoken.patterns import (
     MONTHS,
     PER_UNITS,
     PHONE_CUES,
+    RANGE_DASH,
     RANGE_END_DATE,
     RANGE_END_TIME,
     SHORT_DAY_PART,
@@ -67,7 +68,6 @@ _CLOCK_PART = re.compile(rf"\s?(?P<part>(?i:{'|'.join(sorted(DAY_PARTS, key=len,
 _DAY_MONTH = re.compile(r"(?P<dd>0?[1-9]|[12]\d|3[01])/(?P<dm>0?[1-9]|1[0-2])(?![\w/]|\.\d)")
 _UNIT = entity_pattern("unit")
 _LETTERS_DECIMAL = re.compile(r"([A-Za-z]+)(\d+\.\d+)")
-_RANGE_DASH = re.compile(r"\s?[-–]\s?")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
 _ARITHMETIC_PART = re.compile(r"\d+(?:\.\d+)?|[-\u2212+×÷=]")
@@ -273,7 +273,7 @@ def _hbdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return _fallback(sp, m.group()), m.end()
     month = MONTHS[m["hm"]] if m["hm"] else None
     spoken, end = sp.day_of_month(day, month, int(m["hy"]) if m["hy"] else None), m.end()
-    dash = _RANGE_DASH.match(text, end) if not month else None
+    dash = RANGE_DASH.match(text, end) if not month else None
     second = HB_DATE.match(text, dash.end()) if dash else None
     if second and 1 <= int(second["hd"]) <= 31:  # "10hb-12hb Mac"
         month = MONTHS[second["hm"]] if second["hm"] else None
@@ -367,7 +367,7 @@ def _with_range(
 ) -> tuple[str, int]:
     """``first`` (spoken, end) and, when a dash and a match of one of ``reads`` that ``joins`` follow it,
     the range to that second one, read on its own by its handler (so a third after it is not chained)."""
-    dash = _RANGE_DASH.match(text, first[1])
+    dash = RANGE_DASH.match(text, first[1])
     if dash is None:
         return first
     for pattern, alone in reads:

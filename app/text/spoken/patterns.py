@@ -17,8 +17,8 @@ from app.text.spoken.abbreviations import ABBREVIATION
 __all__ = [
     "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES",
     "HB_DATE", "KEYPAD_KEY", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS",
-    "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "RANGE_END_DATE", "RANGE_END_TIME", "ROAD_NUMBER",
-    "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT",
+    "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "RANGE_DASH", "RANGE_END_DATE", "RANGE_END_TIME",
+    "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT",
     "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
 ]  # fmt: skip
 
@@ -117,6 +117,8 @@ _CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # I
 _MONTH = _alternation(MONTHS)
 _PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
 _DASH = r"\s?[-–~～]\s?"  # a tilde between numbers is a range too: "22~30℃"
+RANGE_DASH = re.compile(_DASH)
+"""The dash of a range, matched after its first end ("1 Jan - 31 Mac", "10hb-12hb", "28°C~33°C")."""
 _URL_BODY = r"[A-Za-z0-9\-._~:/?#@!$&'()*+;=%]"
 _URL_END = r"[A-Za-z0-9/_\-=#&%~+]"  # a URL does not end with . , : ; ! ? or )
 

@@ -11,11 +11,11 @@ from decimal import Decimal
 from types import ModuleType
 from typing import ClassVar
 
-__all__ = ["SCALE_VALUES", "Speaker"]
+__all__ = ["SCALE_VALUES", "SIGNS", "Speaker"]
 
 SCALE_VALUES = {"k": 1000, "m": 10**6, "b": 10**9, "lk": 10**5, "cr": 10**7}  # lakh, crore
 _LONGEST = 15  # digits of the longest whole number read as a quantity
-_SIGNS = frozenset("-\u2212+")  # the minus sign U+2212 is read like a hyphen-minus
+SIGNS = frozenset("-\u2212+")  # the minus sign U+2212 is read like a hyphen-minus
 
 
 class Speaker:
@@ -62,7 +62,7 @@ class Speaker:
 
     def number(self, text: str) -> str:
         """A written quantity such as "1,250", "-3.5", "+15" or "0.75", in words."""
-        if text[:1] in _SIGNS:
+        if text[:1] in SIGNS:
             return self.join([self.sign_word(text[0]), self.number(text[1:])])
         whole, _, fraction = text.replace(",", "").partition(".")
         if len(whole) > _LONGEST:  # no one says such a number: digit by digit
