@@ -147,7 +147,15 @@ script; the rest is measured on every run).
   after a score word is a score ("score: 8/10" "eight out of ten"; "3/10 of the budget" stays a
   fraction). A body-mass index's unit ("22.5 kg/m²") is kilograms per square metre. A hash before up to
   four capitals and four digits or more is an order number in every language ("#A1234"), not a
-  hashtag ("#GE15", "#CNY2026" with a year, stay hashtags).
+  hashtag ("#GE15", "#CNY2026" with a year, stay hashtags). A currency's own name written after an amount
+  with its sign is said once ("RM50 ringgit", "$5 dollars", "¥1,299.99元", "¥50块" 五十元; a capitalised
+  name such as "Dollar Tree" or a Tamil word with a case suffix stays), and so is "~" after a word that
+  already says about ("about ~8", "lebih kurang ~RM8", 大约~8). A growth rate after a percentage is read in
+  English and Malay ("5% y/y" "five percent year on year", "tahun ke tahun"; q/q, m/m, YoY, QoQ, MoM; "the
+  MoM" alone is a meeting's minutes). A letter grade or blood group with its sign ("A+" "A plus", A加, "9A+"
+  "nine A plus"; "O+" "O positive", "positif", O阳性, "O பாசிட்டிவ்"): O and AB, and any letter after a
+  blood word in the sentence (blood, darah, donor, 血, இரத்த), are blood groups; a minus sign is read only
+  after a count, for a blood group, or after a grade word ("scored B-"), so "Section A- Overview" stays.
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

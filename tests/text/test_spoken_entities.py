@@ -205,6 +205,18 @@ ENGLISH = [
     ("shipped #A1234", "shipped number A one two three four"),
     ("#GE15 #MH370", "hashtag G E fifteen hashtag M H three hundred seventy"),
     ("#CNY2026", "hashtag C N Y twenty twenty six"),  # a year: a hashtag
+    ("It costs $5 dollars, RM2.50 ringgit", "It costs five dollars, two ringgit fifty sen"),  # named once
+    ("$5 Dollar Tree, $5 wonton", "five dollars Dollar Tree, five dollars wonton"),  # not its name
+    ("about ~8 km, around ~RM10, ~5", "about eight kilometres, around ten ringgit, about five"),
+    (
+        "up 5% y/y, 2% q/q, 3% YoY",
+        "up five percent year on year, two percent quarter on quarter, three percent year on year",
+    ),
+    ("send the MoM", "send the MoM"),  # minutes of a meeting: only after a figure
+    ("scored 9A+ and 2A-", "scored nine A plus and two A minus"),
+    ("Grade: A+, then got a B-", "Grade: A plus, then got a B minus"),
+    ("blood type O+ and AB-; A+ donors", "blood type O positive and AB negative; A positive donors"),
+    ("Section A- Overview, C++, BB+", "Section A- Overview, C++, BB+"),  # no grade word: not a grade
 ]
 
 MALAY = [
@@ -324,6 +336,11 @@ MALAY = [
     ("Skor 8/10", "Skor lapan daripada sepuluh"),
     ("BMI 22.5 kg/m²", "BMI dua puluh dua perpuluhan lima kilogram per meter persegi"),
     ("dihantar #A1234", "dihantar nombor A satu dua tiga empat"),
+    ("Harga RM50 ringgit, RM1.2 juta ringgit", "Harga lima puluh ringgit, satu perpuluhan dua juta ringgit"),
+    ("Harga lebih kurang ~RM8, sekitar ~10", "Harga lebih kurang lapan ringgit, sekitar sepuluh"),
+    ("Jualan naik 5% y/y", "Jualan naik lima peratus tahun ke tahun"),
+    ("Dia dapat 9A+ dan 1B-", "Dia dapat sembilan A plus dan satu B minus"),
+    ("Penderma darah jenis O- dan A+", "Penderma darah jenis O negatif dan A positif"),
 ]
 
 MANDARIN = [
@@ -412,6 +429,10 @@ MANDARIN = [
     ("BMI为22.5 kg/m²", "BMI为每平方米二十二点五公斤"),
     ("订单#A1234已发货", "订单A一二三四号已发货"),
     ("标签#CNY2026", "标签hashtag CNY二零二六"),
+    ("价格是¥1,299.99元，¥50块，RM50令吉", "价格是一千二百九十九点九九元，五十元，五十令吉"),
+    ("¥50元旦礼包", "五十元元旦礼包"),  # 元旦 is New Year's Day, not the currency
+    ("大约~8公里", "大约八公里"),
+    ("血型是O+。他考了A+，拿了8个A+", "血型是O阳性。他考了A加，拿了八个A加"),
 ]
 
 TAMIL = [
@@ -497,6 +518,10 @@ TAMIL = [
     ("11.11 விற்பனை", "பதினொன்று பதினொன்று விற்பனை"),
     ("BMI 22.5 kg/m²", "BMI சதுர மீட்டருக்கு இருபத்திரண்டு புள்ளி ஐந்து கிலோகிராம்"),
     ("ஆர்டர் #A1234", "ஆர்டர் எண் A ஒன்று இரண்டு மூன்று நான்கு"),
+    ("விலை ₹500 ரூபாய்", "விலை ஐநூறு ரூபாய்"),
+    ("விலை ₹500 ரூபாய்க்கு", "விலை ஐநூறு ரூபாய் ரூபாய்க்கு"),  # a case suffix: the word stays whole
+    ("சுமார் ~8 கி.மீ", "சுமார் எட்டு கிலோமீட்டர்"),
+    ("இரத்த வகை O+ மற்றும் B-", "இரத்த வகை O பாசிட்டிவ் மற்றும் B நெகட்டிவ்"),
 ]
 
 

@@ -96,6 +96,7 @@ _PIECES = [
     "+", " + ", "=", " = ", "×", "÷", "−", "-RM ", "¾", " ½ kg", " hrs", "p", "K TV", "s", " mths", "ms",
     "call ", "at ", "~", "～", "ரூ.", "ரூ ", "lbs", "mph", "-0", "版本号", "press ", " # ", " * ", "*#",
     "M", "bn", "h ", "m", " ft ", " in", " x ", "11.11", " sale", "score ", "购物节",
+    " ringgit", "元", "块", " dollars", "about ~", "y/y", " YoY", "A+", "B-", "O", "AB", "blood ", "血型",
 ]  # fmt: skip
 
 

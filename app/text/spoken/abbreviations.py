@@ -49,6 +49,13 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "ext": ("extension", "sambungan", None),
     "pa": ("per annum", "setahun", None),
     "mlm": ("malam", "malam", None),
+    # growth rates, read after a percentage ("5% y/y"; ``entities``: a "MoM" alone is a meeting's minutes)
+    "y/y": ("year on year", "tahun ke tahun", None),
+    "YoY": ("year on year", "tahun ke tahun", None),
+    "q/q": ("quarter on quarter", "suku ke suku", None),
+    "QoQ": ("quarter on quarter", "suku ke suku", None),
+    "m/m": ("month on month", "bulan ke bulan", None),
+    "MoM": ("month on month", "bulan ke bulan", None),
 }
 # abbreviations whose dot may also end the sentence: the dot is kept there
 SENTENCE_FINAL = frozenset({"etc", "dll", "dsb"})

@@ -3,8 +3,9 @@
 Speed: one big alternation tried at every position costs ~4 µs a character, so entities are only
 tried at candidate positions: each run of digits (and "@", number symbols), the letters or symbols
 glued before it ("RM500", "MH370", "ke-3", "ali.88@"), a known word one space before it ("RM 500",
-"No. 12", "September 12"), the start of a token that looks like a web address, and each
-abbreviation. The earliest candidate that matches wins, as a left-to-right search would have it.
+"No. 12", "September 12"), the start of a token that looks like a web address, each abbreviation,
+and a letter grade or blood group ("A+", "O-"). The earliest candidate that matches wins, as a
+left-to-right search would have it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from app.text.spoken.patterns import (
     AREA_CODE,
     COMPARISON,
     DIGIT_ANCHOR,
+    GRADE_HINT,
     KEYPAD_KEY,
     LETTER_ENTITY,
     MONTH_LANGUAGE,
@@ -121,6 +123,9 @@ def _candidates(text: str) -> list[int]:
         found.add(hint.start())
     if "#" in text or "*" in text:
         for hint in KEYPAD_KEY.finditer(text):
+            found.add(hint.start())
+    if "+" in text or "-" in text or "\u2212" in text:
+        for hint in GRADE_HINT.finditer(text):
             found.add(hint.start())
     for hint in URL_HINT.finditer(text):
         found.add(_back_to_space(text, hint.start()))

@@ -20,6 +20,7 @@ from app.text.spoken.lang_ta import TAMIL_MEASURE_WORDS
 from app.text.spoken.lang_zh import MEASURE_WORDS
 from app.text.spoken.patterns import (
     CURRENCIES,
+    CURRENCY_NAME,
     DAY_PARTS,
     DIGIT_CUES,
     HB_DATE,
@@ -205,7 +206,21 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     sign = m["msign"] or m["csign"]  # "-RM12.90", "RM-12.90", "+RM35"
     if sign:
         spoken = sp.join([sp.sign_word(sign), spoken])
-    return spoken, m.end()
+    return spoken, _past_named_currency(spoken, text, m.end())
+
+
+_SAME_NAME = {"块": "元", "圆": "元"}
+
+
+def _past_named_currency(spoken: str, text: str, end: int) -> int:
+    """Where an amount read as ``spoken`` ends in ``text``: past the currency's own name written after it
+    ("RM50 ringgit", "$5 dollars", "¥50块"), which the reading already says, else at ``end``."""
+    name = CURRENCY_NAME.match(text, end)
+    if name is None:
+        return end
+    word = name.group().strip()
+    word = _SAME_NAME.get(word, word.removesuffix("s") if word.isascii() else word)
+    return name.end() if word in spoken.lower() else end
 
 
 _LONG_DIGITS = re.compile(r"\d{5}")
@@ -484,11 +499,20 @@ def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return _pukul(sp, text, m.start()) + spoken + _dot_kept(text[m.start() : end], text, end), end
 
 
+_GROWTH = re.compile(r"\s?(y/y|q/q|m/m|YoY|QoQ|MoM)(?![\w/])")
+
+
 def _percent(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "12.5%" -> "twelve point five percent"; a growth rate after it in English and Malay: "5% y/y" ->
+    "five percent year on year"."""
     spoken = sp.number(m["pv"])
     if m["pv2"]:
         spoken = sp.range(spoken, sp.number(m["pv2"]))
-    return sp.percent(spoken), m.end()
+    spoken = sp.percent(spoken)
+    growth = _GROWTH.match(text, m.end())
+    if growth and sp.code in ("en", "ms"):
+        return sp.join([spoken, expand(growth[1], sp.code)]), growth.end()
+    return spoken, m.end()
 
 
 def _unit(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -643,8 +667,48 @@ def _mega(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.scaled(m["gv"], _SCALES[m["gs"]])[0], m.end()
 
 
+_BLOOD_CUES = frozenset(("blood", "darah", "donor", "donors", "penderma", "rh"))
+_GRADE_CUES = _BLOOD_CUES | frozenset((
+    "grade", "grades", "gred", "graded", "score", "scored", "scores", "got", "get", "gets", "dapat",
+    "mendapat", "memperoleh", "markah", "result", "results", "keputusan", "rated", "rating", "type", "group",
+    "jenis", "kumpulan",
+))  # fmt: skip
+_SENTENCE_END = re.compile(r"[.!?]\s|[。！？]")
+_BLOOD_CUE_TEXT = re.compile(r"血|இரத்த")
+_GRADE_CUE_TEXT = re.compile(r"血|成绩|考了|得了|拿了|等级|இரத்த|மதிப்பெண்|தரம்|கிரேடு")
+
+
+def _grade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "A+" -> "A plus", "9A+" -> "nine A plus", a blood group "O+" / "AB-" (or any letter after a blood
+    word) -> "O positive". A minus sign is read only after a count, for O and AB, or after a grade or blood
+        word ("scored B-", "jenis A-"): "Section A- Overview" stays. Cues are read in the sentence before it
+    (a blood word anywhere in the 32 characters before, a grade word among the last three words)."""
+    before = _SENTENCE_END.split(text[max(0, m.start() - 32) : m.start()])[-1]  # this sentence's
+    words = [w.lower() for w in _WORDS.findall(before)]
+    blood_word = not _BLOOD_CUES.isdisjoint(words) or bool(_BLOOD_CUE_TEXT.search(before))
+    blood = m["grl"] in ("O", "AB") or blood_word
+    minus = m["grs"] != "+"
+    cued = not _GRADE_CUES.isdisjoint(words[-3:]) or bool(_GRADE_CUE_TEXT.search(before))
+    if minus and not (m["grn"] or blood or cued):
+        return m.group(), m.end()
+    signs = sp.blood_signs if blood else sp.grade_signs
+    spoken = sp.join([m["grl"], signs[minus]])
+    if m["grn"]:
+        spoken = sp.join([sp.cardinal(int(m["grn"])), spoken])
+    return spoken, m.end()
+
+
+_APPROXIMATE = re.compile(
+    r"(?:\b(?i:about|around|approximately|approx\.?|roughly|circa|nearly|almost|sekitar|kira-kira|kurang"
+    r"|anggaran|lingkungan|hampir)|约|大约|大概|将近|சுமார்|ஏறத்தாழ|கிட்டத்தட்ட)\s*$"
+)
+
+
 def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """ "~8" -> "about eight" (the number is read next)."""
+    """ "~8" -> "about eight" (the number is read next); nothing after a word that already says it
+    ("about ~8", "lebih kurang ~RM8", "约~8")."""
+    if _APPROXIMATE.search(text, max(0, m.start() - 24), m.start()):
+        return "", m.end()
     return sp.approx_word + sp.word_space, m.end()
 
 
@@ -915,7 +979,7 @@ HANDLERS: dict[str, Handler] = {
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
     "hmin": _hours_minutes,
-    "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more, "money_after": _money_after,
+    "grade": _grade, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more, "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

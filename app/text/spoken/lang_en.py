@@ -54,6 +54,8 @@ class English(Speaker):
     percent_template = "{n} percent"
     point_word = "point"
     plus_word = "plus"
+    grade_signs = ("plus", "minus")
+    blood_signs = ("positive", "negative")
     number_template = "number {n}"
     times_template = "{n} times"
     by_word = "by"

@@ -57,6 +57,8 @@ class Malay(Speaker):
     percent_template = "{n} peratus"
     point_word = "titik"
     plus_word = "tambah"
+    grade_signs = ("plus", "minus")
+    blood_signs = ("positif", "negatif")
     number_template = "nombor {n}"
     times_template = "{n} kali"
     by_word = "darab"

@@ -68,6 +68,8 @@ class Tamil(Speaker):
     percent_template = "{n} சதவீதம்"
     point_word = "புள்ளி"
     plus_word = "பிளஸ்"
+    grade_signs = ("பிளஸ்", "மைனஸ்")
+    blood_signs = ("பாசிட்டிவ்", "நெகட்டிவ்")
     number_template = "எண் {n}"
     times_template = "{n} மடங்கு"
     by_word = "பெருக்கல்"

@@ -59,6 +59,8 @@ class Mandarin(Speaker):
     percent_template = "百分之{n}"
     point_word = "点"
     plus_word = "加"
+    grade_signs = ("加", "减")
+    blood_signs = ("阳性", "阴性")
     number_template = "{n}号"
     times_template = "{n}倍"
     by_word = "乘"

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
-    "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "DAY_PARTS", "DIGIT_ANCHOR", "DIGIT_CUES",
+    "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "CURRENCY_NAME", "DAY_PARTS",
+    "DIGIT_ANCHOR", "DIGIT_CUES", "GRADE", "GRADE_HINT",
     "HB_DATE", "KEYPAD_KEY", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS",
     "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "RANGE_DASH", "RANGE_END_DATE", "RANGE_END_TIME",
     "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT",
@@ -111,6 +112,12 @@ _SCALE = (
     r"|crores?|lakhs?|கோடி|லட்சம்)(?![A-Za-z])"
 )
 _CUR = _alternation(CURRENCIES)
+CURRENCY_NAME = re.compile(
+    r"\s?(?:(?:ringgit|dollars?|rupees?|euros?|pounds?|yen|yuan|baht|won|rupiah)(?![A-Za-z])"
+    r"|元(?!旦)|块|圆|令吉|(?:ரூபாய்|ரிங்கிட்)(?!\w))"
+)
+"""A currency's name written after an amount that has its sign ("RM50 ringgit", "¥1,299.99元"): the
+amount's reading already names it (``entities``)."""
 # a comparison sign before a number or an amount: "≥ 18", "< RM50" (``core``)
 COMPARISON = re.compile(rf"[≥≤<>±≈](?=\s?(?:\d|{_CUR}))")
 _CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # ISO 4217 codes: MYR, USD
@@ -201,6 +208,13 @@ UNIT_AFTER = re.compile(rf"\s?(?P<uk>{_alternation(UNITS)})(?![\w/²³\u0b80-\u0
 RANGE_END_DATE = re.compile(f"(?P<date>{_DATE})", re.ASCII)
 """A numeric date right after a range dash (the dash is before it, so no look behind)."""
 
+GRADE = re.compile(
+    r"(?<![\w+\-\u2212])(?P<grn>[1-9]\d?)?(?P<grl>AB|[A-FO])(?P<grs>[+\-\u2212])(?![\w+\u2212-])",
+    re.ASCII,
+)
+"""A letter grade or a blood group with its sign: "A+", "9A+" (nine A pluses), "B-", "O+", "AB-"."""
+GRADE_HINT = re.compile(r"(?:AB|[A-FO])[+\-\u2212](?![\w+\u2212-])", re.ASCII)
+"""Where a grade may start (``core``): a scan without ``GRADE``'s look-behind is a few times faster."""
 # a lone keypad key: "press # to confirm" (``core``; read as the key only near a keypad word)
 KEYPAD_KEY = re.compile(r"(?<![\w*#])[#*](?![\w*#])", re.ASCII)
 
@@ -233,6 +247,7 @@ _ALTERNATIVES = (
     ),
     ("ussd", r"(?<![\w*#])(?P<keys>[*#][\d*#]*\d[\d*#]*#)"),  # "*123#", "*#06#", "#100*2#"
     ("key", KEYPAD_KEY.pattern),
+    ("grade", GRADE.pattern),
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
     ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
@@ -329,7 +344,7 @@ _ALTERNATIVES = (
 )
 
 _LETTER_START = (
-    "email", "url", "abbr", "money", "days", "tz", "hash", "ke", "mdate", "version", "plate", "code",
+    "email", "url", "abbr", "money", "days", "tz", "hash", "ke", "mdate", "version", "plate", "code", "grade",
 )  # fmt: skip
 _OTHER_START = tuple(
     name

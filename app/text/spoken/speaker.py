@@ -33,6 +33,8 @@ class Speaker:
     percent_template = "{n}"
     point_word = ""  # between the parts of a dotted number that is not a decimal (17.4.1)
     plus_word = ""
+    grade_signs = ("", "")  # "A+", "B-": a letter grade's plus and minus
+    blood_signs = ("", "")  # "O+", "AB-": a blood group's Rh positive and negative
     number_template = "{n}"  # "#12" -> "number twelve"
     times_template = "{n}"  # "2x" -> "two times"
     by_word = ""  # dimensions: "30 x 20" -> "thirty by twenty"
