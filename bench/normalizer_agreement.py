@@ -155,7 +155,10 @@ script; the rest is measured on every run).
   MoM" alone is a meeting's minutes). A letter grade or blood group with its sign ("A+" "A plus", A加, "9A+"
   "nine A plus"; "O+" "O positive", "positif", O阳性, "O பாசிட்டிவ்"): O and AB, and any letter after a
   blood word in the sentence (blood, darah, donor, 血, இரத்த), are blood groups; a minus sign is read only
-  after a count, for a blood group, or after a grade word ("scored B-"), so "Section A- Overview" stays.
+  after a count, for a blood group, or after a grade word ("scored B-"), so "Section A- Overview" stays. An
+  address's unit number of a block letter, a floor and a unit is its parts, each number read whole ("B-3-12"
+  "B three twelve", spaced in Mandarin: "B 三 十二"; a leading zero digit by digit), and two ordinals
+  joined by a dash are a range ("3rd-4th" "third to fourth").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -217,6 +217,8 @@ ENGLISH = [
     ("Grade: A+, then got a B-", "Grade: A plus, then got a B minus"),
     ("blood type O+ and AB-; A+ donors", "blood type O positive and AB negative; A positive donors"),
     ("Section A- Overview, C++, BB+", "Section A- Overview, C++, BB+"),  # no grade word: not a grade
+    ("unit B-3-12 or A-12-3A, C-03-05", "unit B three twelve or A twelve three A, C zero three zero five"),
+    ("they're 3rd-4th, 5th~6th", "they're third to fourth, fifth to sixth"),
 ]
 
 MALAY = [
@@ -341,6 +343,7 @@ MALAY = [
     ("Jualan naik 5% y/y", "Jualan naik lima peratus tahun ke tahun"),
     ("Dia dapat 9A+ dan 1B-", "Dia dapat sembilan A plus dan satu B minus"),
     ("Penderma darah jenis O- dan A+", "Penderma darah jenis O negatif dan A positif"),
+    ("Unit B-3-12, Blok B", "Unit B tiga dua belas, Blok B"),
 ]
 
 MANDARIN = [
@@ -433,6 +436,7 @@ MANDARIN = [
     ("¥50元旦礼包", "五十元元旦礼包"),  # 元旦 is New Year's Day, not the currency
     ("大约~8公里", "大约八公里"),
     ("血型是O+。他考了A+，拿了8个A+", "血型是O阳性。他考了A加，拿了八个A加"),
+    ("单位B-3-12", "单位B 三 十二"),  # spaced: 三十二 would be thirty-two
 ]
 
 TAMIL = [
@@ -522,6 +526,7 @@ TAMIL = [
     ("விலை ₹500 ரூபாய்க்கு", "விலை ஐநூறு ரூபாய் ரூபாய்க்கு"),  # a case suffix: the word stays whole
     ("சுமார் ~8 கி.மீ", "சுமார் எட்டு கிலோமீட்டர்"),
     ("இரத்த வகை O+ மற்றும் B-", "இரத்த வகை O பாசிட்டிவ் மற்றும் B நெகட்டிவ்"),
+    ("யூனிட் B-3-12", "யூனிட் B மூன்று பன்னிரண்டு"),
 ]
 
 

@@ -68,6 +68,7 @@ _DOTTED_CLOCK = re.compile(r"(1[0-2]|0?[1-9])\.([0-5]\d)")  # "8.30", a clock ti
 _CLOCK_PART = re.compile(rf"\s?(?P<part>(?i:{'|'.join(sorted(DAY_PARTS, key=len, reverse=True))}))(?!\w)")
 _DAY_MONTH = re.compile(r"(?P<dd>0?[1-9]|[12]\d|3[01])/(?P<dm>0?[1-9]|1[0-2])(?![\w/]|\.\d)")
 _UNIT = entity_pattern("unit")
+_ORDINAL = entity_pattern("ordinal")
 _LETTERS_DECIMAL = re.compile(r"([A-Za-z]+)(\d+\.\d+)")
 _DAYPART_DASH = re.compile(r"(?: (?P<part>pagi|petang|malam|tengah hari|tengah malam))?\s?[-–]\s?")
 _AMPM_AFTER = re.compile(r"\s?([aApP])\.?[mM]\.?(?![A-Za-z])")
@@ -343,10 +344,23 @@ def _mdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.month_first_date(day, MONTHS[m["fm"]], year) + _dot_kept(m.group(), text, m.end()), m.end()
 
 
+_UNIT_NUMBER = re.compile(r"[A-Z]{1,2}-\d{1,2}[A-Z]?-\d{1,3}[A-Z]?")  # a block, a floor, a unit: "B-3-12"
+
+
 def _code(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A code of letters and digits (``_code_parts``); letters and a decimal ("PM2.5"); an address's unit
+    number, block, floor and unit ("B-3-12" "B three twelve", "A-12-3A": each number read as one)."""
     decimal = _LETTERS_DECIMAL.fullmatch(m.group())  # "PM2.5": the letters spelled, the number read
     if decimal:
         return sp.join([_spell(sp, decimal[1]), sp.number(decimal[2])]), m.end()
+    if _UNIT_NUMBER.fullmatch(m.group()):
+        parts = []
+        for run in _RUN.findall(m.group()):
+            if run.isalpha():
+                parts.append(_spell(sp, run))
+            elif run.isdigit():
+                parts.append(sp.digits(run) if run[0] == "0" else sp.cardinal(int(run)))
+        return " ".join(parts), m.end()  # spaced in Mandarin too: 三十二 would be thirty-two
     return _code_parts(sp, m.group()), m.end()
 
 
@@ -556,8 +570,13 @@ def _dims(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     ), m.end()
 
 
-def _ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+def _ordinal_alone(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.ordinal(int(m["on"].replace(",", ""))), m.end()
+
+
+def _ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "3rd" -> "third"; a range of two: "3rd-4th" -> "third to fourth"."""
+    return _with_range(_ordinal_alone(m, sp, text), sp, text, ((_ORDINAL, _ordinal_alone),))
 
 
 def _ta_ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
