@@ -158,7 +158,12 @@ script; the rest is measured on every run).
   after a count, for a blood group, or after a grade word ("scored B-"), so "Section A- Overview" stays. An
   address's unit number of a block letter, a floor and a unit is its parts, each number read whole ("B-3-12"
   "B three twelve", spaced in Mandarin: "B 三 十二"; a leading zero digit by digit), and two ordinals
-  joined by a dash are a range ("3rd-4th" "third to fourth").
+  joined by a dash are a range ("3rd-4th" "third to fourth"). Two numbers and a colon after a ratio word
+  are a ratio even where they could be a clock time ("scale 1:50" "one to fifty", "nisbah", 比例, விகிதம்);
+  the "/-" after an amount ("Rs. 1,500/-") is not read; a spaced "@" before a time or an amount is "at" /
+  "pada" ("call me @ 5pm", "12 @ RM2.50"; Mandarin and Tamil keep it, and so does "Ahmad @ Ali", a name's
+  alias); "w/" and "w/o" before a space are "with" / "without" ("dengan" / "tanpa"); "j" after an amount
+  is juta ("RM5.6j").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -219,6 +219,13 @@ ENGLISH = [
     ("Section A- Overview, C++, BB+", "Section A- Overview, C++, BB+"),  # no grade word: not a grade
     ("unit B-3-12 or A-12-3A, C-03-05", "unit B three twelve or A twelve three A, C zero three zero five"),
     ("they're 3rd-4th, 5th~6th", "they're third to fourth, fifth to sixth"),
+    (
+        "scale 1:50, a ratio of 1:10; meet at 1:50",
+        "scale one to fifty, a ratio of one to ten; meet at one fifty",
+    ),
+    ("Price: Rs. 1,500/- only", "Price: one thousand five hundred rupees only"),
+    ("call me @ 5pm, 12 @ RM2.50", "call me at five p m, twelve at two ringgit fifty sen"),
+    ("coffee w/ milk, tea w/o sugar", "coffee with milk, tea without sugar"),
 ]
 
 MALAY = [
@@ -344,6 +351,10 @@ MALAY = [
     ("Dia dapat 9A+ dan 1B-", "Dia dapat sembilan A plus dan satu B minus"),
     ("Penderma darah jenis O- dan A+", "Penderma darah jenis O negatif dan A positif"),
     ("Unit B-3-12, Blok B", "Unit B tiga dua belas, Blok B"),
+    ("Skala 1:50, jumpa pukul 1:50", "Skala satu berbanding lima puluh, jumpa pukul satu lima puluh"),
+    ("Harga RM5.6j, RM50/-", "Harga lima perpuluhan enam juta ringgit, lima puluh ringgit"),
+    ("Jumpa @ 5ptg, Ahmad @ Ali", "Jumpa pada pukul lima petang, Ahmad @ Ali"),  # a name's alias stays
+    ("Kopi w/ susu", "Kopi dengan susu"),
 ]
 
 MANDARIN = [
@@ -437,6 +448,7 @@ MANDARIN = [
     ("大约~8公里", "大约八公里"),
     ("血型是O+。他考了A+，拿了8个A+", "血型是O阳性。他考了A加，拿了八个A加"),
     ("单位B-3-12", "单位B 三 十二"),  # spaced: 三十二 would be thirty-two
+    ("比例1:20，时间1:50", "比例一比二十，时间一点五十分"),
 ]
 
 TAMIL = [
@@ -527,6 +539,8 @@ TAMIL = [
     ("சுமார் ~8 கி.மீ", "சுமார் எட்டு கிலோமீட்டர்"),
     ("இரத்த வகை O+ மற்றும் B-", "இரத்த வகை O பாசிட்டிவ் மற்றும் B நெகட்டிவ்"),
     ("யூனிட் B-3-12", "யூனிட் B மூன்று பன்னிரண்டு"),
+    ("விகிதம் 1:20", "விகிதம் ஒன்றுக்கு இருபது"),
+    ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 
 

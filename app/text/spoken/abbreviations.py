@@ -49,6 +49,8 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "ext": ("extension", "sambungan", None),
     "pa": ("per annum", "setahun", None),
     "mlm": ("malam", "malam", None),
+    "w/": ("with", "dengan", None),
+    "w/o": ("without", "tanpa", None),
     # growth rates, read after a percentage ("5% y/y"; ``entities``: a "MoM" alone is a meeting's minutes)
     "y/y": ("year on year", "tahun ke tahun", None),
     "YoY": ("year on year", "tahun ke tahun", None),
@@ -77,6 +79,7 @@ ABBREVIATION = "|".join(
         r"(?<![A-Za-z_.])vs\.?(?=\s)",
         r"(?<![A-Za-z_.])[Ee]xt\.?(?=\s?\d)",
         r"(?<=\d )mlm(?!\w)",  # nights, "3 hari 2 mlm" (a clock time takes it first: "8.30 mlm")
+        r"(?<![\w/])w/o?(?=\s)",  # "coffee w/ milk", "w/o sugar"
     )
 )
 

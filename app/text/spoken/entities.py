@@ -47,7 +47,7 @@ Handler = Callable[[re.Match[str], Speaker, str], tuple[str, int]]
 
 _SCALES = {
     "k": "k", "K": "k", "thousand": "k", "ribu": "k", "mil": "m", "million": "m", "mn": "m", "m": "m",
-    "M": "m", "juta": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
+    "M": "m", "juta": "m", "j": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
     "மில்லியன்": "m", "பில்லியன்": "b", "crore": "cr", "crores": "cr", "கோடி": "cr", "lakh": "lk",
     "lakhs": "lk", "லட்சம்": "lk",
 }  # fmt: skip
@@ -207,7 +207,8 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     sign = m["msign"] or m["csign"]  # "-RM12.90", "RM-12.90", "+RM35"
     if sign:
         spoken = sp.join([sp.sign_word(sign), spoken])
-    return spoken, _past_named_currency(spoken, text, m.end())
+    end = _past_named_currency(spoken, text, m.end())
+    return spoken, end + 2 if text.startswith("/-", end) else end  # "Rs. 1,500/-": the "only" mark
 
 
 _SAME_NAME = {"块": "元", "圆": "元"}
@@ -503,7 +504,20 @@ def _sentence_start(text: str, start: int) -> int:
     return found + 2 if found >= 0 else 0
 
 
+_RATIO_CUES = frozenset(("ratio", "ratios", "scale", "skala", "nisbah"))
+_RATIO_CUE_TEXT = re.compile(r"(?:比例|比率|விகிதம்)\s*[:：]?\s*$")
+_CLOCK_PAIR = re.compile(r"(\d{1,2}):(\d\d)")
+
+
 def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A clock time, and a second one after a dash; two numbers and a colon after a ratio word are a
+    ratio ("scale 1:50" "one to fifty", 比例1:20)."""
+    pair = _CLOCK_PAIR.fullmatch(m.group())
+    if pair and (
+        not _RATIO_CUES.isdisjoint(w.lower() for w in _previous_words(text, m.start(), 2))
+        or _RATIO_CUE_TEXT.search(text, max(0, m.start() - 12), m.start())
+    ):
+        return sp.ratio(pair[1], pair[2]), m.end()
     spoken, end = _spoken_clock(m, sp, text), m.end()
     dash = _DAYPART_DASH.match(text, end)
     second = RANGE_END_TIME.match(text, dash.end()) if dash else None
@@ -715,6 +729,14 @@ def _grade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if m["grn"]:
         spoken = sp.join([sp.cardinal(int(m["grn"])), spoken])
     return spoken, m.end()
+
+
+def _at(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A spaced "@" before a time or an amount: "at" (the number is read next); kept where the language
+    has no word for it."""
+    if not sp.at_word:
+        return m.group(), m.end()
+    return sp.at_word + ("" if text[m.end() : m.end() + 1].isspace() else sp.word_space), m.end()
 
 
 _APPROXIMATE = re.compile(
@@ -998,7 +1020,8 @@ HANDLERS: dict[str, Handler] = {
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
     "hmin": _hours_minutes,
-    "grade": _grade, "approx": _approx, "zh_dash": _zh_dash, "or_more": _or_more, "money_after": _money_after,
+    "grade": _grade, "approx": _approx, "at": _at, "zh_dash": _zh_dash, "or_more": _or_more,
+    "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

@@ -108,7 +108,7 @@ _NUM = r"(?:\d{1,2}(?:,\d\d)+,\d{3}(?:\.\d+)?|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?
 _DOTTED = r"\d{1,3}(?:\.\d{3}){2,}(?:,\d{1,2})?(?!\d|\.\d)"  # thousands grouped with dots: Rp1.500.000
 _AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
 _SCALE = (
-    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்"
+    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|j|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்"
     r"|crores?|lakhs?|கோடி|லட்சம்)(?![A-Za-z])"
 )
 _CUR = _alternation(CURRENCIES)
@@ -249,6 +249,7 @@ _ALTERNATIVES = (
     ("key", KEYPAD_KEY.pattern),
     ("grade", GRADE.pattern),
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
+    ("at", rf"(?<=\s)@(?=\s?(?:\d|{_CUR}))"),  # "Call me @ 5pm", "12 @ RM2.50"
     ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
     (
@@ -429,6 +430,7 @@ ABBREVIATION_HINT = re.compile(
             "Ext",
             "ext",
             "p.a.",
+            "w/",
         )
     )
 )
