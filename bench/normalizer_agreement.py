@@ -80,17 +80,18 @@ script; the rest is measured on every run).
 
 ## Conventions (deliberate choices)
 
-- **All languages**: IC, phone, account, OTP, PIN and reference numbers (a leading 0, 7 or more digits, or
-  4 or more digits after a word such as "account", "OTP", "order", "akaun", "验证码") are read digit by
-  digit, without pauses for dashes or spaces. A 24-hour time from 13:00 (and 0:xx) is said on the 12-hour
-  clock with its part of day ("14:45" is "two forty five p m", "dua empat puluh lima petang",
-  "下午两点四十五分"). Email and web addresses keep their letters and read symbols in English (dot, at,
-  slash, dash, underscore; "www" is "w w w"; the scheme is dropped), digits in the sentence language.
-  Codes: letter runs of up to three letters are spelled ("M H", "O R D"), longer ones kept (COVID); one
-  letter run and one or two digits is a number ("A12" "A twelve"), otherwise digits one by one. A numeric
-  d/m/y date is day first (with "/", "-" or "."; year first when it has four digits: 2026-09-12,
-  2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before", 在...) or when the
-  first number is larger, otherwise a fraction. Numbers longer than 15 digits are read digit by digit.
+- **All languages**: IC, phone, account, OTP, PIN and reference numbers (a leading 0, 7 or more digits, or 4
+  or more digits after a word such as "account", "OTP", "order", "postcode", "akaun", "验证码", "邮编",
+  "எண்", "குறியீடு") are read digit by digit, without pauses for dashes or spaces. A 24-hour time from 13:00
+  (and 0:xx) is said on the 12-hour clock with its part of day ("14:45" is "two forty five p m", "dua empat
+  puluh lima petang", "下午两点四十五分"). Email and web addresses keep their letters and read symbols in
+  English (dot, at, slash, dash, underscore; "www" is "w w w"; the scheme is dropped), digits in the
+  sentence language. Codes: letter runs of up to three letters are spelled ("M H", "O R D"), longer ones
+  kept (COVID); one letter run and one or two digits is a number ("A12" "A twelve"), otherwise digits one by
+  one. A numeric d/m/y date is day first (with "/", "-" or "."; year first when it has four digits:
+  2026-09-12, 2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before", 在...) or
+  when the first number is larger, otherwise a fraction. Numbers longer than 15 digits are read digit by
+  digit.
 - **Later classes, all languages** (found by trying sentences outside the corpus; each has entity tests):
   A whole number and a fraction is one number ("2 1/2" "two and a half", "dua setengah", 二又二分之一,
   இரண்டரை). A colon between numbers that is no clock time is minutes and seconds when two digits follow it

@@ -60,7 +60,10 @@ _DATE_CUES = frozenset((
     "hingga", "sehingga", "sebelum", "selepas", "mulai", "bermula",
 ))  # fmt: skip
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
-_ZH_DIGIT_CUES = ("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话")
+_ZH_DIGIT_CUES = (
+    "号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话", "邮编", "邮政编码",
+)  # fmt: skip
+_TA_DIGIT_CUES = ("குறியீடு", "எண்", "கணக்கு")  # code (a postcode too), number, account
 _YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
 _NDATE = entity_pattern("ndate")
@@ -955,6 +958,9 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
             return sp.year(int(value)), end
         if len(value) >= 4 and any(cue in text[max(0, start - 6) : start] for cue in _ZH_DIGIT_CUES):
             return sp.digits(value), end
+    window = text[max(0, start - 24) : start] if sp.code == "ta" and len(value) >= 4 else ""
+    if window and any(cue in window for cue in _TA_DIGIT_CUES):
+        return sp.digits(value), end
     if sp.code in ("zh", "ta"):
         return _counted(sp, value, text, start, end), end
     if sp.code == "ms" and text.startswith("-an", end):
