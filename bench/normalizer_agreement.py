@@ -164,7 +164,11 @@ script; the rest is measured on every run).
   the "/-" after an amount ("Rs. 1,500/-") is not read; a spaced "@" before a time or an amount is "at" /
   "pada" ("call me @ 5pm", "12 @ RM2.50"; Mandarin and Tamil keep it, and so does "Ahmad @ Ali", a name's
   alias); "w/" and "w/o" before a space are "with" / "without" ("dengan" / "tanpa"); "j" after an amount
-  is juta ("RM5.6j").
+  is juta ("RM5.6j"). A count, "x" and a capitalised item is a receipt's line ("2 x Teh Tarik" "two Teh
+  Tarik"); two two-digit numbers over a slash after an expiry word are a card's month and year ("exp
+  08/27" "zero eight twenty seven", "luput", 有效期, காலாவதி); two numbers of up to two digits joined by a
+  dash after a score word are a score, read as a ratio ("menang 3-2" "tiga berbanding dua", 比分3-2
+  三比二; "won 2-0" "two to zero"; not before "kali" / "times").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -226,6 +226,12 @@ ENGLISH = [
     ("Price: Rs. 1,500/- only", "Price: one thousand five hundred rupees only"),
     ("call me @ 5pm, 12 @ RM2.50", "call me at five p m, twelve at two ringgit fifty sen"),
     ("coffee w/ milk, tea w/o sugar", "coffee with milk, tea without sugar"),
+    ("2 x Coffee, 1x Tea, 3 x 4 cm", "two Coffee, one Tea, three by four centimetres"),
+    (
+        "exp 08/27, valid thru 12/30, on 08/12",
+        "exp zero eight twenty seven, valid thru twelve thirty, on the eighth of December",
+    ),
+    ("Liverpool won 2-0, aged 3-5", "Liverpool won two to zero, aged three to five"),
 ]
 
 MALAY = [
@@ -355,6 +361,9 @@ MALAY = [
     ("Harga RM5.6j, RM50/-", "Harga lima perpuluhan enam juta ringgit, lima puluh ringgit"),
     ("Jumpa @ 5ptg, Ahmad @ Ali", "Jumpa pada pukul lima petang, Ahmad @ Ali"),  # a name's alias stays
     ("Kopi w/ susu", "Kopi dengan susu"),
+    ("1 x Nasi Lemak RM8.50", "satu Nasi Lemak lapan ringgit lima puluh sen"),
+    ("Tarikh luput kad: 08/27", "Tarikh luput kad: kosong lapan dua puluh tujuh"),
+    ("Skor akhir 3-2, menang 2-3 kali", "Skor akhir tiga berbanding dua, menang dua hingga tiga kali"),
 ]
 
 MANDARIN = [
@@ -450,6 +459,8 @@ MANDARIN = [
     ("单位B-3-12", "单位B 三 十二"),  # spaced: 三十二 would be thirty-two
     ("比例1:20，时间1:50", "比例一比二十，时间一点五十分"),
     ("邮编50450，邮政编码：50450", "邮编五零四五零，邮政编码：五零四五零"),
+    ("比分3-2，战胜日本队2-1，3-5天", "比分三比二，战胜日本队二比一，三到五天"),
+    ("有效期08/27", "有效期零八 二十七"),
 ]
 
 TAMIL = [
@@ -543,6 +554,7 @@ TAMIL = [
     ("விகிதம் 1:20", "விகிதம் ஒன்றுக்கு இருபது"),
     ("அஞ்சல் குறியீடு 50450", "அஞ்சல் குறியீடு ஐந்து பூஜ்ஜியம் நான்கு ஐந்து பூஜ்ஜியம்"),
     ("விலை 1500 ரூபாய்", "விலை ஆயிரத்து ஐநூறு ரூபாய்"),
+    ("ஸ்கோர் 3-2", "ஸ்கோர் மூன்றுக்கு இரண்டு"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 

@@ -624,14 +624,39 @@ def _kilo(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.scaled(m["kv"], "k")[0], m.end()
 
 
+def _quantity(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A count before an item, as on a receipt: "2 x Teh Tarik" -> "two Teh Tarik" (the "x" is not said)."""
+    return sp.cardinal(int(m["qn"])), m.end()
+
+
 def _times(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.times_template.format(n=sp.quantity(m["xv"])), m.end()
 
 
+_EXPIRY_CUE = re.compile(
+    r"(?:\b(?i:exp|expiry|expires|expiring|expiration|valid|thru|luput|tamat)\b|到期|有效期|காலாவதி)\D{0,16}$"
+)  # no digit between the word and the number
+_SCORE_CUE_BEFORE = re.compile(
+    r"(?:\b(?i:score|scores|scored|won|win|wins|lost|beat|beats|defeated|draw|drew|skor|menang|kalah|seri"
+    r"|tewas|mengalahkan|keputusan)\b|比分|赢|输|击败|战胜|战平|ஸ்கோர்|வென்ற|தோற்ற)\D{0,20}$"
+)
+_NOT_SCORE_AFTER = re.compile(r"\s?(?:times|kali|次|முறை)")
+
+
+def _cued(text: str, start: int, cue: re.Pattern[str]) -> bool:
+    """Whether ``cue`` (a word, then no digit up to ``start``) ends the 32 characters before ``start``."""
+    return cue.search(text, max(0, start - 32), start) is not None
+
+
 def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """a/b: "24/7", a season ("2024/25"), a date (d/m), a card's expiry after an expiry word ("exp 08/27"
+    "zero eight twenty seven"), a score ("score: 8/10"), else a fraction."""
     a, b = int(m["sa"]), int(m["sb"])
     if (a, b) in ((24, 7), (50, 50)):  # "twenty four seven", "fifty fifty"
         return sp.join([sp.cardinal(a), sp.cardinal(b)]), m.end()
+    if len(m["sa"]) == len(m["sb"]) == 2 and 1 <= a <= 12 and _cued(text, m.start(), _EXPIRY_CUE):
+        month = sp.digits(m["sa"]) if m["sa"][0] == "0" else sp.cardinal(a)
+        return f"{month} {sp.cardinal(b)}", m.end()  # spaced in Mandarin too: month, then the year
     if 1900 <= a <= 2099 and (b == a + 1 or (len(m["sb"]) == 2 and b == (a + 1) % 100)):
         return sp.range(sp.year(a), sp.year(b)), m.end()  # a season or fiscal year: 2024/25
     previous = _previous_words(text, m.start(), 1)
@@ -850,6 +875,13 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return _clock_range(clocks[0], clocks[1], marker, sp, text, m.start())  # "8.00-10.00 pg"
     if low == high == "50":  # "a 50-50 chance": fifty fifty
         return sp.join([sp.cardinal(50), sp.cardinal(50)]), m.end()
+    if (
+        len(low) <= 2 >= len(high)
+        and (low + high).isdigit()
+        and _cued(text, m.start(), _SCORE_CUE_BEFORE)
+        and not _NOT_SCORE_AFTER.match(text, m.end())
+    ):
+        return sp.ratio(low, high), m.end()  # a match's score: "menang 3-2" "tiga berbanding dua", 三比二
     if len(low) == 3 and len(high) == 4 and (low + high).isdigit() and _phone_cue(text, m.start()):
         return sp.join([sp.digits(low), sp.digits(high)]), m.end()  # "call 555-1234": a phone number
     if (low + high).isdigit() and (high[0] == "0" < high or (len(low) >= 5 and int(low) > int(high))):
@@ -1026,7 +1058,7 @@ HANDLERS: dict[str, Handler] = {
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
     "hmin": _hours_minutes,
-    "grade": _grade, "approx": _approx, "at": _at, "zh_dash": _zh_dash, "or_more": _or_more,
+    "grade": _grade, "approx": _approx, "at": _at, "qty": _quantity, "zh_dash": _zh_dash, "or_more": _or_more,
     "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,

@@ -318,6 +318,7 @@ _ALTERNATIVES = (
     ("hmin", r"(?<![\w.])(?P<hmh>\d+)\s?h\s?(?P<hmm>[0-5]?\d)\s?m(?:in|ins)?(?![\w])"),  # "2h 15m"
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
     ("mega", r"(?<![\w.])(?P<gv>\d+\.\d+|\d+(?=bn|mil))(?P<gs>M|B|bn|mil)(?![\w])"),  # "3.4M", "2bn"
+    ("qty", r"(?<![\w.,])(?P<qn>\d{1,3})\s?[x×](?=\s[A-Z][a-z])"),  # a receipt's count: "2 x Teh Tarik"
     ("times", rf"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)(?:x(?![\w])|\s?x(?=\s?(?:{_CUR})\d))"),
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
     (
