@@ -232,6 +232,7 @@ ENGLISH = [
         "exp zero eight twenty seven, valid thru twelve thirty, on the eighth of December",
     ),
     ("Liverpool won 2-0, aged 3-5", "Liverpool won two to zero, aged three to five"),
+    ("FY2025 results, drive 1.2 mi", "F Y twenty twenty five results, drive one point two miles"),
 ]
 
 MALAY = [
@@ -364,6 +365,7 @@ MALAY = [
     ("1 x Nasi Lemak RM8.50", "satu Nasi Lemak lapan ringgit lima puluh sen"),
     ("Tarikh luput kad: 08/27", "Tarikh luput kad: kosong lapan dua puluh tujuh"),
     ("Skor akhir 3-2, menang 2-3 kali", "Skor akhir tiga berbanding dua, menang dua hingga tiga kali"),
+    ("Keputusan FY2025, jarak 5 mi", "Keputusan F Y dua ribu dua puluh lima, jarak lima batu"),
 ]
 
 MANDARIN = [
@@ -461,6 +463,7 @@ MANDARIN = [
     ("邮编50450，邮政编码：50450", "邮编五零四五零，邮政编码：五零四五零"),
     ("比分3-2，战胜日本队2-1，3-5天", "比分三比二，战胜日本队二比一，三到五天"),
     ("有效期08/27", "有效期零八 二十七"),
+    ("FY2025财年，5mi", "FY二零二五财年，五英里"),
 ]
 
 TAMIL = [
@@ -555,6 +558,7 @@ TAMIL = [
     ("அஞ்சல் குறியீடு 50450", "அஞ்சல் குறியீடு ஐந்து பூஜ்ஜியம் நான்கு ஐந்து பூஜ்ஜியம்"),
     ("விலை 1500 ரூபாய்", "விலை ஆயிரத்து ஐநூறு ரூபாய்"),
     ("ஸ்கோர் 3-2", "ஸ்கோர் மூன்றுக்கு இரண்டு"),
+    ("FY2025, 5 mi", "F Y இரண்டாயிரத்து இருபத்தைந்து, ஐந்து மைல்"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 

@@ -140,9 +140,12 @@ def _spell(sp: Speaker, run: str) -> str:
 
 
 def _code_parts(sp: Speaker, written: str) -> str:
-    """MH370 -> "M H three seven zero", A12 -> "A twelve", COVID-19 -> "COVID nineteen", A1B2 one by one."""
+    """MH370 -> "M H three seven zero", A12 -> "A twelve", COVID-19 -> "COVID nineteen", A1B2 one by one; a
+    financial year "FY2025" -> "F Y twenty twenty five"."""
     runs = [r for r in _RUN.findall(written) if r.isalnum()]
     simple = len(runs) == 2
+    if simple and runs[0] in ("FY", "CY") and runs[1].isdigit() and 1900 <= int(runs[1]) <= 2099:
+        return sp.join([_spell(sp, runs[0]), sp.year(int(runs[1]))])
     parts = []
     for run in runs:
         if not run.isdigit():
