@@ -745,7 +745,7 @@ _GRADE_CUE_TEXT = re.compile(r"血|成绩|考了|得了|拿了|等级|இரத�
 def _grade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "A+" -> "A plus", "9A+" -> "nine A plus", a blood group "O+" / "AB-" (or any letter after a blood
     word) -> "O positive". A minus sign is read only after a count, for O and AB, or after a grade or blood
-        word ("scored B-", "jenis A-"): "Section A- Overview" stays. Cues are read in the sentence before it
+    word ("scored B-", "jenis A-"): "Section A- Overview" stays. Cues are read in the sentence before it
     (a blood word anywhere in the 32 characters before, a grade word among the last three words)."""
     before = _SENTENCE_END.split(text[max(0, m.start() - 32) : m.start()])[-1]  # this sentence's
     words = [w.lower() for w in _WORDS.findall(before)]
