@@ -169,7 +169,9 @@ script; the rest is measured on every run).
   08/27" "zero eight twenty seven", "luput", 有效期, காலாவதி); two numbers of up to two digits joined by a
   dash after a score word are a score, read as a ratio ("menang 3-2" "tiga berbanding dua", 比分3-2
   三比二; "won 2-0" "two to zero"; not before "kali" / "times"). A financial year glued to "FY" or "CY"
-  is a year ("FY2025" "F Y twenty twenty five"); "mi" after a number is miles (batu, 英里, மைல்).
+  is a year ("FY2025" "F Y twenty twenty five"); "mi" after a number is miles (batu, 英里, மைல்). The
+  Mandarin scales 万, 千万 and 亿 after an amount are scale words in Mandarin ("RM1.2亿" 一点二亿令吉) and
+  multiplied out in the other languages ("one hundred twenty million ringgit").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -233,6 +233,7 @@ ENGLISH = [
     ),
     ("Liverpool won 2-0, aged 3-5", "Liverpool won two to zero, aged three to five"),
     ("FY2025 results, drive 1.2 mi", "F Y twenty twenty five results, drive one point two miles"),
+    ("RM1.2亿", "one hundred twenty million ringgit"),  # a Mandarin scale, multiplied out
 ]
 
 MALAY = [
@@ -464,6 +465,7 @@ MANDARIN = [
     ("比分3-2，战胜日本队2-1，3-5天", "比分三比二，战胜日本队二比一，三到五天"),
     ("有效期08/27", "有效期零八 二十七"),
     ("FY2025财年，5mi", "FY二零二五财年，五英里"),
+    ("达到RM1.2亿，¥3万，RM5千万令吉", "达到一点二亿令吉，三万元，五千万令吉"),
 ]
 
 TAMIL = [

@@ -49,7 +49,7 @@ _SCALES = {
     "k": "k", "K": "k", "thousand": "k", "ribu": "k", "mil": "m", "million": "m", "mn": "m", "m": "m",
     "M": "m", "juta": "m", "j": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
     "மில்லியன்": "m", "பில்லியன்": "b", "crore": "cr", "crores": "cr", "கோடி": "cr", "lakh": "lk",
-    "lakhs": "lk", "லட்சம்": "lk",
+    "lakhs": "lk", "லட்சம்": "lk", "百万": "m", "千万": "qw", "万": "wan", "亿": "yi",
 }  # fmt: skip
 SYMBOL_WORDS = {
     ".": "dot", "@": "at", "_": "underscore", "-": "dash", "+": "plus", "/": "slash", ":": "colon",

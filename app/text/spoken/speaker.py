@@ -13,7 +13,10 @@ from typing import ClassVar
 
 __all__ = ["SCALE_VALUES", "SIGNS", "Speaker"]
 
-SCALE_VALUES = {"k": 1000, "m": 10**6, "b": 10**9, "lk": 10**5, "cr": 10**7}  # lakh, crore
+SCALE_VALUES = {
+    "k": 1000, "m": 10**6, "b": 10**9, "lk": 10**5, "cr": 10**7,  # lakh, crore
+    "wan": 10**4, "qw": 10**7, "yi": 10**8,  # Mandarin 万, 千万, 亿
+}  # fmt: skip
 _LONGEST = 15  # digits of the longest whole number read as a quantity
 SIGNS = frozenset("-\u2212+")  # the minus sign U+2212 is read like a hyphen-minus
 
