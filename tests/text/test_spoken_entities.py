@@ -234,6 +234,7 @@ ENGLISH = [
     ("Liverpool won 2-0, aged 3-5", "Liverpool won two to zero, aged three to five"),
     ("FY2025 results, drive 1.2 mi", "F Y twenty twenty five results, drive one point two miles"),
     ("RM1.2亿", "one hundred twenty million ringgit"),  # a Mandarin scale, multiplied out
+    ("RM1.2tn debt, US$2 trillion", "one point two trillion ringgit debt, two trillion US dollars"),
 ]
 
 MALAY = [
@@ -367,6 +368,7 @@ MALAY = [
     ("Tarikh luput kad: 08/27", "Tarikh luput kad: kosong lapan dua puluh tujuh"),
     ("Skor akhir 3-2, menang 2-3 kali", "Skor akhir tiga berbanding dua, menang dua hingga tiga kali"),
     ("Keputusan FY2025, jarak 5 mi", "Keputusan F Y dua ribu dua puluh lima, jarak lima batu"),
+    ("Hutang RM1.5 trilion", "Hutang satu perpuluhan lima trilion ringgit"),
 ]
 
 MANDARIN = [
@@ -466,6 +468,7 @@ MANDARIN = [
     ("有效期08/27", "有效期零八 二十七"),
     ("FY2025财年，5mi", "FY二零二五财年，五英里"),
     ("达到RM1.2亿，¥3万，RM5千万令吉", "达到一点二亿令吉，三万元，五千万令吉"),
+    ("RM2亿，RM1.2万亿", "两亿令吉，一点二万亿令吉"),
 ]
 
 TAMIL = [
@@ -561,6 +564,7 @@ TAMIL = [
     ("விலை 1500 ரூபாய்", "விலை ஆயிரத்து ஐநூறு ரூபாய்"),
     ("ஸ்கோர் 3-2", "ஸ்கோர் மூன்றுக்கு இரண்டு"),
     ("FY2025, 5 mi", "F Y இரண்டாயிரத்து இருபத்தைந்து, ஐந்து மைல்"),
+    ("RM1 டிரில்லியன்", "ஒரு டிரில்லியன் ரிங்கிட்"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 

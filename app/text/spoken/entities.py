@@ -50,6 +50,7 @@ _SCALES = {
     "M": "m", "juta": "m", "j": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
     "மில்லியன்": "m", "பில்லியன்": "b", "crore": "cr", "crores": "cr", "கோடி": "cr", "lakh": "lk",
     "lakhs": "lk", "லட்சம்": "lk", "百万": "m", "千万": "qw", "万": "wan", "亿": "yi",
+    "trillion": "t", "trilion": "t", "tn": "t", "டிரில்லியன்": "t", "万亿": "t",
 }  # fmt: skip
 SYMBOL_WORDS = {
     ".": "dot", "@": "at", "_": "underscore", "-": "dash", "+": "plus", "/": "slash", ":": "colon",

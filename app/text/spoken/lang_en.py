@@ -62,7 +62,13 @@ class English(Speaker):
     by_word = "by"
     version_word = "version"
     slash_word = "slash"
-    scale_words: ClassVar[dict[str, str]] = {"m": "million", "b": "billion", "lk": "lakh", "cr": "crore"}
+    scale_words: ClassVar[dict[str, str]] = {
+        "m": "million",
+        "b": "billion",
+        "t": "trillion",
+        "lk": "lakh",
+        "cr": "crore",
+    }
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _plural("kilometre"), "m": _plural("metre"), "cm": _plural("centimetre"),
         "mm": _plural("millimetre"), "kg": _plural("kilogram"), "g": _plural("gram"),

@@ -65,7 +65,7 @@ class Malay(Speaker):
     by_word = "darab"
     version_word = "versi"
     slash_word = "garis miring"
-    scale_words: ClassVar[dict[str, str]] = {"m": "juta", "b": "bilion"}
+    scale_words: ClassVar[dict[str, str]] = {"m": "juta", "b": "bilion", "t": "trilion"}
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _same("kilometer"), "m": _same("meter"), "cm": _same("sentimeter"), "mm": _same("milimeter"),
         "kg": _same("kilogram"), "g": _same("gram"), "mg": _same("miligram"), "l": _same("liter"),

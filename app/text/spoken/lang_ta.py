@@ -75,7 +75,13 @@ class Tamil(Speaker):
     by_word = "பெருக்கல்"
     version_word = "பதிப்பு"
     slash_word = "ஸ்லாஷ்"
-    scale_words: ClassVar[dict[str, str]] = {"m": "மில்லியன்", "b": "பில்லியன்", "lk": "லட்சம்", "cr": "கோடி"}
+    scale_words: ClassVar[dict[str, str]] = {
+        "m": "மில்லியன்",
+        "b": "பில்லியன்",
+        "t": "டிரில்லியன்",
+        "lk": "லட்சம்",
+        "cr": "கோடி",
+    }
     units: ClassVar[dict[str, tuple[str, str]]] = {
         "km": _same("{n} கிலோமீட்டர்"), "m": _same("{n} மீட்டர்"), "cm": _same("{n} சென்டிமீட்டர்"),
         "mm": _same("{n} மில்லிமீட்டர்"), "kg": _same("{n} கிலோகிராம்"), "g": _same("{n} கிராம்"),

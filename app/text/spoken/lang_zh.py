@@ -59,7 +59,7 @@ class Mandarin(Speaker):
     percent_template = "百分之{n}"
     point_word = "点"
     plus_word = "加"
-    scale_words: ClassVar[dict[str, str]] = {"wan": "万", "qw": "千万", "yi": "亿"}
+    scale_words: ClassVar[dict[str, str]] = {"wan": "万", "qw": "千万", "yi": "亿", "t": "万亿"}
     grade_signs = ("加", "减")
     blood_signs = ("阳性", "阴性")
     number_template = "{n}号"

@@ -108,8 +108,8 @@ _NUM = r"(?:\d{1,2}(?:,\d\d)+,\d{3}(?:\.\d+)?|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?
 _DOTTED = r"\d{1,3}(?:\.\d{3}){2,}(?:,\d{1,2})?(?!\d|\.\d)"  # thousands grouped with dots: Rp1.500.000
 _AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
 _SCALE = (
-    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|j|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்"
-    r"|crores?|lakhs?|கோடி|லட்சம்|百万|千万|万|亿)(?![A-Za-z])"
+    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|j|trillion|trilion|tn|டிரில்லியன்|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்"
+    r"|crores?|lakhs?|கோடி|லட்சம்|百万|千万|万亿|万|亿)(?![A-Za-z])"
 )
 _CUR = _alternation(CURRENCIES)
 CURRENCY_NAME = re.compile(

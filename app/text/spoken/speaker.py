@@ -14,7 +14,7 @@ from typing import ClassVar
 __all__ = ["SCALE_VALUES", "SIGNS", "Speaker"]
 
 SCALE_VALUES = {
-    "k": 1000, "m": 10**6, "b": 10**9, "lk": 10**5, "cr": 10**7,  # lakh, crore
+    "k": 1000, "m": 10**6, "b": 10**9, "t": 10**12, "lk": 10**5, "cr": 10**7,  # lakh, crore
     "wan": 10**4, "qw": 10**7, "yi": 10**8,  # Mandarin 万, 千万, 亿
 }  # fmt: skip
 _LONGEST = 15  # digits of the longest whole number read as a quantity
@@ -157,7 +157,7 @@ class Speaker:
     def scaled(self, amount: str, scale: str) -> tuple[str, str]:
         """(spoken, written value) of an amount with a scale ("2.5", "m"): a scale word or multiplied out."""
         if scale in self.scale_words:
-            return self.join([self.number(amount), self.scale_words[scale]]), amount
+            return self.join([self.quantity(amount.replace(",", "")), self.scale_words[scale]]), amount
         value = Decimal(amount.replace(",", "")) * SCALE_VALUES[scale]
         text = format(value.normalize(), "f") if value != value.to_integral() else str(int(value))
         return self.number(text), text
