@@ -44,6 +44,7 @@ UNITS = {
     "ms": "msec", "mths": "mth", "mth": "mth", "mos": "mth", "yrs": "yr", "yr": "yr", "wks": "wk", "wk": "wk",
     "kg/m²": "bmi", "kg/m2": "bmi",
     "mgu": "wk", "mgg": "wk", "thn": "yr", "lbs": "lb", "lb": "lb", "oz": "oz", "mph": "mph", "mi": "mi",
+    "sen": "sen",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
     "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
     "கி.கி.": "kg", "கி.கி": "kg",
@@ -152,8 +153,8 @@ HB_DATE = re.compile(
 # follows only a time with minutes: after a bare number it counts nights ("3 hari 2 mlm").
 DAY_PARTS = {
     "pg": ("pagi", "am"), "ptg": ("petang", "pm"), "tgh": ("tengah hari", "pm"),
-    "tgh mlm": ("tengah malam", "am"), "mlm": ("malam", "pm"), "pagi": ("pagi", "am"),
-    "petang": ("petang", "pm"), "malam": ("malam", "pm"),
+    "tgh hari": ("tengah hari", "pm"), "tgh mlm": ("tengah malam", "am"), "mlm": ("malam", "pm"),
+    "pagi": ("pagi", "am"), "petang": ("petang", "pm"), "malam": ("malam", "pm"),
 }  # fmt: skip
 # the short forms but mlm, which after a bare number counts nights
 _SHORT = _alternation(key for key, (word, _) in DAY_PARTS.items() if key != word and key != "mlm")
