@@ -236,6 +236,15 @@ ENGLISH = [
     ("RM1.2亿", "one hundred twenty million ringgit"),  # a Mandarin scale, multiplied out
     ("RM1.2tn debt, US$2 trillion", "one point two trillion ringgit debt, two trillion US dollars"),
     ("only 50sen", "only fifty sen"),
+    (
+        "top-10 songs, pre-2020 levels, mid-2025",
+        "top ten songs, pre twenty twenty levels, mid twenty twenty five",
+    ),
+    ("Q1-Q3 results, seats A1-A10", "Q one to Q three results, seats A one to A ten"),
+    (
+        "1M+ downloads, 10k+ reviews, a 5M file",
+        "one million plus downloads, ten thousand plus reviews, a five M file",
+    ),
 ]
 
 MALAY = [
@@ -371,6 +380,7 @@ MALAY = [
     ("Keputusan FY2025, jarak 5 mi", "Keputusan F Y dua ribu dua puluh lima, jarak lima batu"),
     ("Hutang RM1.5 trilion", "Hutang satu perpuluhan lima trilion ringgit"),
     ("Tambang 50sen, pukul 12.30 tgh hari", "Tambang lima puluh sen, pukul dua belas tiga puluh tengah hari"),
+    ("Keputusan Q1-Q3, 1M+ muat turun", "Keputusan Q satu hingga Q tiga, satu juta ke atas muat turun"),
 ]
 
 MANDARIN = [
@@ -472,6 +482,7 @@ MANDARIN = [
     ("达到RM1.2亿，¥3万，RM5千万令吉", "达到一点二亿令吉，三万元，五千万令吉"),
     ("RM2亿，RM1.2万亿", "两亿令吉，一点二万亿令吉"),
     ("车费50sen", "车费五十仙"),
+    ("Q1-Q3业绩，1M+用户", "Q一到Q三业绩，一百万以上用户"),
 ]
 
 TAMIL = [
@@ -569,6 +580,7 @@ TAMIL = [
     ("FY2025, 5 mi", "F Y இரண்டாயிரத்து இருபத்தைந்து, ஐந்து மைல்"),
     ("RM1 டிரில்லியன்", "ஒரு டிரில்லியன் ரிங்கிட்"),
     ("கட்டணம் 50sen", "கட்டணம் ஐம்பது சென்"),
+    ("Q1-Q3 முடிவுகள்", "Q ஒன்று முதல் Q மூன்று முடிவுகள்"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 

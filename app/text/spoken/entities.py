@@ -352,15 +352,28 @@ def _mdate(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.month_first_date(day, MONTHS[m["fm"]], year) + _dot_kept(m.group(), text, m.end()), m.end()
 
 
+_WORD_NUMBER = re.compile(r"([a-z]{3,})-(\d+)")  # a word and a number: "top-10", "mid-2025"
+_CODE_RANGE = re.compile(r"([A-Z]{1,2})(\d{1,2})-\1(\d{1,2})")  # "Q1-Q3", "A1-A10"
 _UNIT_NUMBER = re.compile(r"[A-Z]{1,2}-\d{1,2}[A-Z]?-\d{1,3}[A-Z]?")  # a block, a floor, a unit: "B-3-12"
 
 
 def _code(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """A code of letters and digits (``_code_parts``); letters and a decimal ("PM2.5"); an address's unit
-    number, block, floor and unit ("B-3-12" "B three twelve", "A-12-3A": each number read as one)."""
+    """A code of letters and digits (``_code_parts``); letters and a decimal ("PM2.5"); a lowercase word, a
+    dash and a number, the word kept ("top-10" "top ten", "mid-2025" "mid twenty twenty five"); a range of
+    codes ("Q1-Q3" "Q one to Q three"); an address's unit number, block, floor and unit ("B-3-12" "B three
+    twelve", "A-12-3A": each number read as one)."""
     decimal = _LETTERS_DECIMAL.fullmatch(m.group())  # "PM2.5": the letters spelled, the number read
     if decimal:
         return sp.join([_spell(sp, decimal[1]), sp.number(decimal[2])]), m.end()
+    if word := _WORD_NUMBER.fullmatch(m.group()):
+        value = int(word[2])
+        if len(word[2]) == 4 and 1000 <= value <= 2099:
+            return sp.join([word[1], sp.year(value)]), m.end()
+        number = sp.cardinal(value) if len(word[2]) <= 3 and word[2][0] != "0" else sp.digits(word[2])
+        return sp.join([word[1], number]), m.end()
+    if codes := _CODE_RANGE.fullmatch(m.group()):
+        low, high = (_code_parts(sp, codes[1] + part) for part in (codes[2], codes[3]))
+        return sp.range(low, high), m.end()
     if _UNIT_NUMBER.fullmatch(m.group()):
         parts = []
         for run in _RUN.findall(m.group()):
@@ -625,7 +638,9 @@ def _hours_minutes(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _kilo(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    return sp.scaled(m["kv"], "k")[0], m.end()
+    """ "10k" -> "ten thousand"; "10k+" -> "ten thousand plus"."""
+    spoken = sp.scaled(m["kv"], "k")[0]
+    return (sp.or_more(spoken) if m["kmore"] else spoken), m.end()
 
 
 def _quantity(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -728,8 +743,9 @@ def _key(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _mega(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """ "3.4M" -> "three point four million", "2bn" -> "two billion"."""
-    return sp.scaled(m["gv"], _SCALES[m["gs"]])[0], m.end()
+    """ "3.4M" -> "three point four million", "2bn" -> "two billion", "1M+" -> "one million plus"."""
+    spoken = sp.scaled(m["gv"], _SCALES[m["gs"]])[0]
+    return (sp.or_more(spoken) if m["gmore"] else spoken), m.end()
 
 
 _BLOOD_CUES = frozenset(("blood", "darah", "donor", "donors", "penderma", "rh"))

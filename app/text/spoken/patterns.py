@@ -317,8 +317,9 @@ _ALTERNATIVES = (
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
     ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
     ("hmin", r"(?<![\w.])(?P<hmh>\d+)\s?h\s?(?P<hmm>[0-5]?\d)\s?m(?:in|ins)?(?![\w])"),  # "2h 15m"
-    ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?![\w])"),
-    ("mega", r"(?<![\w.])(?P<gv>\d+\.\d+|\d+(?=bn|mil))(?P<gs>M|B|bn|mil)(?![\w])"),  # "3.4M", "2bn"
+    ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?P<kmore>\+)?(?![\w])"),  # "10k", "10k+"
+    # "3.4M", "2bn", "1M+" (a whole number of millions only with "bn"/"mil" or "+": "5M" may be a size)
+    ("mega", r"(?<![\w.])(?P<gv>\d+\.\d+|\d+(?=bn|mil|[MB]\+))(?P<gs>M|B|bn|mil)(?P<gmore>\+)?(?![\w])"),
     ("qty", r"(?<![\w.,])(?P<qn>\d{1,3})\s?[x×](?=\s[A-Z][a-z])"),  # a receipt's count: "2 x Teh Tarik"
     ("times", rf"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)(?:x(?![\w])|\s?x(?=\s?(?:{_CUR})\d))"),
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
