@@ -156,7 +156,8 @@ script; the rest is measured on every run).
   MoM" alone is a meeting's minutes). A letter grade or blood group with its sign ("A+" "A plus", A加, "9A+"
   "nine A plus"; "O+" "O positive", "positif", O阳性, "O பாசிட்டிவ்"): O and AB, and any letter after a
   blood word in the sentence (blood, darah, donor, 血, இரத்த), are blood groups; a minus sign is read only
-  after a count, for a blood group, or after a grade word ("scored B-"), so "Section A- Overview" stays. An
+  after a count, for a blood group, after a grade word ("scored B-") or after another grade in the
+  sentence ("Math A+, Science B-"), so "Section A- Overview" stays. An
   address's unit number of a block letter, a floor and a unit is its parts, each number read whole ("B-3-12"
   "B three twelve", spaced in Mandarin: "B 三 十二"; a leading zero digit by digit), and two ordinals
   joined by a dash are a range ("3rd-4th" "third to fourth"). Two numbers and a colon after a ratio word

@@ -215,6 +215,10 @@ ENGLISH = [
     ("send the MoM", "send the MoM"),  # minutes of a meeting: only after a figure
     ("scored 9A+ and 2A-", "scored nine A plus and two A minus"),
     ("Grade: A+, then got a B-", "Grade: A plus, then got a B minus"),
+    (
+        "Math A+, Science B-; grade A+. Section B- Intro",
+        "Math A plus, Science B minus; grade A plus. Section B- Intro",
+    ),
     ("blood type O+ and AB-; A+ donors", "blood type O positive and AB negative; A positive donors"),
     ("Section A- Overview, C++, BB+", "Section A- Overview, C++, BB+"),  # no grade word: not a grade
     ("unit B-3-12 or A-12-3A, C-03-05", "unit B three twelve or A twelve three A, C zero three zero five"),

@@ -23,6 +23,7 @@ from app.text.spoken.patterns import (
     CURRENCY_NAME,
     DAY_PARTS,
     DIGIT_CUES,
+    GRADE,
     HB_DATE,
     MONTHS,
     PER_UNITS,
@@ -762,14 +763,19 @@ _GRADE_CUE_TEXT = re.compile(r"血|成绩|考了|得了|拿了|等级|இரத�
 def _grade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "A+" -> "A plus", "9A+" -> "nine A plus", a blood group "O+" / "AB-" (or any letter after a blood
     word) -> "O positive". A minus sign is read only after a count, for O and AB, or after a grade or blood
-    word ("scored B-", "jenis A-"): "Section A- Overview" stays. Cues are read in the sentence before it
-    (a blood word anywhere in the 32 characters before, a grade word among the last three words)."""
+    word ("scored B-", "jenis A-") or another grade: "Section A- Overview" stays. Cues are read in the
+    sentence before it (a blood word or a grade anywhere in the 32 characters before, a grade word among
+    the last three words)."""
     before = _SENTENCE_END.split(text[max(0, m.start() - 32) : m.start()])[-1]  # this sentence's
     words = [w.lower() for w in _WORDS.findall(before)]
     blood_word = not _BLOOD_CUES.isdisjoint(words) or bool(_BLOOD_CUE_TEXT.search(before))
     blood = m["grl"] in ("O", "AB") or blood_word
     minus = m["grs"] != "+"
-    cued = not _GRADE_CUES.isdisjoint(words[-3:]) or bool(_GRADE_CUE_TEXT.search(before))
+    cued = (
+        not _GRADE_CUES.isdisjoint(words[-3:])
+        or _GRADE_CUE_TEXT.search(before) is not None
+        or GRADE.search(before) is not None  # another grade before it: "9A+ and a B-"
+    )
     if minus and not (m["grn"] or blood or cued):
         return m.group(), m.end()
     signs = sp.blood_signs if blood else sp.grade_signs
