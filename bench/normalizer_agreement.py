@@ -92,8 +92,8 @@ script; the rest is measured on every run).
   2026-09-12, 2026/09/12); d/m without a year is a date after a date word ("on", "pada", "before", 在...) or
   when the first number is larger, otherwise a fraction. Numbers longer than 15 digits are read digit by
   digit.
-- **Later classes, all languages** (found by trying sentences outside the corpus; each has entity tests):
-  A whole number and a fraction is one number ("2 1/2" "two and a half", "dua setengah", 二又二分之一,
+- **Later classes, all languages** (found by trying sentences outside the corpus; each has entity tests): A
+  whole number and a fraction is one number ("2 1/2" "two and a half", "dua setengah", 二又二分之一,
   இரண்டரை). A colon between numbers that is no clock time is minutes and seconds when two digits follow it
   ("25:30" "twenty five minutes thirty seconds"), else a ratio or score ("16:9" "sixteen to nine", "enam
   belas berbanding sembilan", 十六比九, பதினாறுக்கு ஒன்பது). A degree sign alone is degrees (darjah, 度,
@@ -101,84 +101,82 @@ script; the rest is measured on every run).
   五分之四点五, ஐந்துக்கு நான்கு புள்ளி ஐந்து); a unit takes a per-unit ("5mg/day" "five milligrams per
   day"); feet and inches (6'2" "six foot two", "enam kaki dua inci"). A range of weekdays ("Mon-Fri",
   "Isnin-Jumaat") is the days' names with the range word ("Monday to Friday", "Isnin hingga Jumaat",
-  星期一到星期五, திங்கள் முதல் வெள்ளி), and a weekday written short before a date or a time ("Fri, 12
-  Dec", "Sat 10am"); a dash between two dates, or between a day and a date, is the range word ("1/12/2025
-  - 31/12/2025", "26 Dec-2 Jan", "1-15 Dec" "the first to the fifteenth of December"); a time zone's
-  offset takes the sign word ("GMT+8" "GMT plus eight"); a season or fiscal year ("2024/25") is a range of
-  years; an ISO 8601 date and time ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone
-  service code ("*123#") its keys (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before
-  a number about / lebih kurang / 约 / சுமார்; a comparison sign before a number is a word (≥ at least /
-  sekurang-kurangnya / 不少于 / குறைந்தது, ≤, <, >, ±, ≈; Tamil keeps < and >, which it says after the
-  number); a currency code after an amount is the currency ("100 MYR" "one hundred ringgit"); thousands
-  grouped the Indian way are one number ("1,50,000", "₹1,00,00,000"); a number and "+" is that number and
-  more ("18+" "eighteen plus", "lapan belas ke atas", 十八以上, பதினெட்டுக்கு மேல்); a dash between two
-  amounts of one unit is the range word ("28°C–33°C"); letters and a decimal are spelled and read ("PM2.5"
-  "P M two point five"); an area code in brackets is part of the phone number ("(03) 2161 1234"). A Tamil
-  clock time written before மணி leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு").
-  A whole number before a fraction character is a mixed number ("1½" "one and a half", ஒன்றரை), and a
-  unit after a fraction is read with it ("½ tsp" "one half teaspoon", "1½ kg" "one and a half
-  kilograms"; a date is never followed by a unit: "3/2 km"). Signs between numbers are a sum ("1+1" "one
-  plus one", "satu tambah satu", 一加一; "2 + 2 = 4" with equals / sama dengan / 等于 / சமம்); a minus or
-  a times sign only where "=" follows ("5 - 3 = 2" "five minus three equals two", "lima tolak tiga"),
-  since without it they are a range or dimensions ("5-10", "30 x 20 cm"). Short durations are units
-  ("12 mths" "twelve months", "5 yrs", "3 wks", "mgu" minggu; "250ms" milliseconds; a decimal and "s"
-  seconds, "9.58s", while a whole number and "s" stays a decade, "30s"); four digits and "hrs" are a
-  24-hour clock time when they start with 0 ("0930 hrs" "nine thirty") or follow a clock word ("at
-  1700hrs"), else a duration ("1500 hrs of training"); a picture's resolution is its lines and p
-  ("1080p" "ten eighty p", 一零八零P) and "4K" before a screen word (TV, UHD, video...) "four K"; three
-  and four digits joined by a dash after a phone word ("call 555-1234") are a phone number. A tilde
+  星期一到星期五, திங்கள் முதல் வெள்ளி), and a weekday written short before a date or a time ("Fri, 12 Dec",
+  "Sat 10am"); a dash between two dates, or between a day and a date, is the range word ("1/12/2025 -
+  31/12/2025", "26 Dec-2 Jan", "1-15 Dec" "the first to the fifteenth of December"); a time zone's offset
+  takes the sign word ("GMT+8" "GMT plus eight"); a season or fiscal year ("2024/25") is a range of years;
+  an ISO 8601 date and time ("2024-06-15T10:30:00Z") the date, the time and its zone; a phone service code
+  ("*123#") its keys (star / bintang / 星号 / ஸ்டார், hash / pagar / 井号 / ஹாஷ்); "~" before a number about
+  / lebih kurang / 约 / சுமார்; a comparison sign before a number is a word (≥ at least / sekurang-kurangnya
+  / 不少于 / குறைந்தது, ≤, <, >, ±, ≈; Tamil keeps < and >, which it says after the number); a currency code
+  after an amount is the currency ("100 MYR" "one hundred ringgit"); thousands grouped the Indian way are
+  one number ("1,50,000", "₹1,00,00,000"); a number and "+" is that number and more ("18+" "eighteen plus",
+  "lapan belas ke atas", 十八以上, பதினெட்டுக்கு மேல்); a dash between two amounts of one unit is the range
+  word ("28°C–33°C"); letters and a decimal are spelled and read ("PM2.5" "P M two point five"); an area
+  code in brackets is part of the phone number ("(03) 2161 1234"). A Tamil clock time written before மணி
+  leaves the hour word to it ("9:30 மணிக்கு" "ஒன்பது முப்பது மணிக்கு"). A whole number before a fraction
+  character is a mixed number ("1½" "one and a half", ஒன்றரை), and a unit after a fraction is read with it
+  ("½ tsp" "one half teaspoon", "1½ kg" "one and a half kilograms"; a date is never followed by a unit: "3/2
+  km"). Signs between numbers are a sum ("1+1" "one plus one", "satu tambah satu", 一加一; "2 + 2 = 4" with
+  equals / sama dengan / 等于 / சமம்); a minus or a times sign only where "=" follows ("5 - 3 = 2" "five
+  minus three equals two", "lima tolak tiga"), since without it they are a range or dimensions ("5-10", "30
+  x 20 cm"). Short durations are units ("12 mths" "twelve months", "5 yrs", "3 wks", "mgu" minggu; "250ms"
+  milliseconds; a decimal and "s" seconds, "9.58s", while a whole number and "s" stays a decade, "30s");
+  four digits and "hrs" are a 24-hour clock time when they start with 0 ("0930 hrs" "nine thirty") or follow
+  a clock word ("at 1700hrs"), else a duration ("1500 hrs of training"); a picture's resolution is its lines
+  and p ("1080p" "ten eighty p", 一零八零P) and "4K" before a screen word (TV, UHD, video...) "four K";
+  three and four digits joined by a dash after a phone word ("call 555-1234") are a phone number. A tilde
   between numbers is a range like a dash ("22~30℃" 摄氏二十二到三十度); a dash before a number with a
   leading zero, or after a long number and before a smaller one, is no range ("Suite 3-05" "three zero
-  five", "20250115-0042" digit by digit); pounds, ounces and miles per hour ("2.5lbs", "12 oz",
-  "15mph"); the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word. A
-  keypad code of stars, hashes and digits ending in a hash is its keys ("*#06#" "star hash zero six
-  hash"); a lone "#" or "*" near a keypad word (press, tekan, dial, 按, அழுத்த) is the key's name ("then
-  # to confirm" "then hash to confirm", 井号键), elsewhere it stays; ratios of three numbers ("1:3:5"
-  "one to three to five"); a decimal with M, B or bn is millions or billions ("3.4M" "three point four
-  million"; "5M" stays); a year alone in brackets is a year ("(2023)" "twenty twenty three"); "Approx.",
-  "Incl.", "Excl." at a sentence's start. Crore and lakh after an amount are scale words in English and
-  Tamil ("₹2.5 crore" "two point five crore rupees", இரண்டு புள்ளி ஐந்து கோடி ரூபாய்) and multiplied out
-  in Malay and Mandarin; a day and a month, a dash and another date are a date range ("24/2 - 27/3/2025",
-  "24/2-27/3"); two dotted clock times joined by a dash before a part of the day or am/pm are a range of
-  times ("8.00-10.00 pg" "pukul lapan hingga sepuluh pagi", "9.00-5.00 pm" "nine o'clock to five p m").
-  Hours and minutes written short ("2h 15m" "two hours fifteen minutes"), feet and inches in letters ("6
-  ft 2 in" "six foot two"), "50-50" "fifty fifty", and a count before an amount ("3 x RM33.30" "three
-  times"). A sale day named by its date is the number twice ("11.11" "eleven eleven", 双十一; "10.10",
-  "12.12" always, "9.9" and the like only before a sale word), and a whole number over 5, 10 or 100
-  after a score word is a score ("score: 8/10" "eight out of ten"; "3/10 of the budget" stays a
-  fraction). A body-mass index's unit ("22.5 kg/m²") is kilograms per square metre. A hash before up to
-  four capitals and four digits or more is an order number in every language ("#A1234"), not a
-  hashtag ("#GE15", "#CNY2026" with a year, stay hashtags). A currency's own name written after an amount
-  with its sign is said once ("RM50 ringgit", "$5 dollars", "¥1,299.99元", "¥50块" 五十元; a capitalised
-  name such as "Dollar Tree" or a Tamil word with a case suffix stays), and so is "~" after a word that
-  already says about ("about ~8", "lebih kurang ~RM8", 大约~8). A growth rate after a percentage is read in
-  English and Malay ("5% y/y" "five percent year on year", "tahun ke tahun"; q/q, m/m, YoY, QoQ, MoM; "the
-  MoM" alone is a meeting's minutes). A letter grade or blood group with its sign ("A+" "A plus", A加, "9A+"
-  "nine A plus"; "O+" "O positive", "positif", O阳性, "O பாசிட்டிவ்"): O and AB, and any letter after a
-  blood word in the sentence (blood, darah, donor, 血, இரத்த), are blood groups; a minus sign is read only
-  after a count, for a blood group, after a grade word ("scored B-") or after another grade in the
-  sentence ("Math A+, Science B-"), so "Section A- Overview" stays. An
-  address's unit number of a block letter, a floor and a unit is its parts, each number read whole ("B-3-12"
-  "B three twelve", spaced in Mandarin: "B 三 十二"; a leading zero digit by digit), and two ordinals
-  joined by a dash are a range ("3rd-4th" "third to fourth"). Two numbers and a colon after a ratio word
-  are a ratio even where they could be a clock time ("scale 1:50" "one to fifty", "nisbah", 比例, விகிதம்);
-  the "/-" after an amount ("Rs. 1,500/-") is not read; a spaced "@" before a time or an amount is "at" /
-  "pada" ("call me @ 5pm", "12 @ RM2.50"; Mandarin and Tamil keep it, and so does "Ahmad @ Ali", a name's
-  alias); "w/" and "w/o" before a space are "with" / "without" ("dengan" / "tanpa"); "j" after an amount
-  is juta ("RM5.6j"). A count, "x" and a capitalised item is a receipt's line ("2 x Teh Tarik" "two Teh
-  Tarik"); two two-digit numbers over a slash after an expiry word are a card's month and year ("exp
-  08/27" "zero eight twenty seven", "luput", 有效期, காலாவதி); two numbers of up to two digits joined by a
-  dash after a score word are a score, read as a ratio ("menang 3-2" "tiga berbanding dua", 比分3-2
-  三比二; "won 2-0" "two to zero"; not before "kali" / "times"). A financial year glued to "FY" or "CY"
-  is a year ("FY2025" "F Y twenty twenty five"); "mi" after a number is miles (batu, 英里, மைல்). The
-  Mandarin scales 万, 千万 and 亿 after an amount are scale words in Mandarin ("RM1.2亿" 一点二亿令吉) and
-  multiplied out in the other languages ("one hundred twenty million ringgit"); trillions are a scale word
-  ("RM1.2tn" "one point two trillion ringgit", trilion, 万亿, டிரில்லியன்), and a whole amount before a scale
-  word is counted (两亿, ஒரு டிரில்லியன்). "sen" glued to a number is the coin ("50sen", 五十仙), and "tgh
-  hari" after a clock time is tengah hari once. A lowercase word of three letters or more, a dash and a
-  number keep the word ("top-10" "top ten", "mid-2025" "mid twenty twenty five"; it was spelled "T O P");
-  two codes of one letter run joined by a dash are a range ("Q1-Q3" "Q one to Q three"); "+" after a
-  number with k or M is "or more" ("10k+" "ten thousand plus", "1M+" "one million plus").
+  five", "20250115-0042" digit by digit); pounds, ounces and miles per hour ("2.5lbs", "12 oz", "15mph");
+  the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word. A keypad code of
+  stars, hashes and digits ending in a hash is its keys ("*#06#" "star hash zero six hash"); a lone "#" or
+  "*" near a keypad word (press, tekan, dial, 按, அழுத்த) is the key's name ("then # to confirm" "then hash
+  to confirm", 井号键), elsewhere it stays; ratios of three numbers ("1:3:5" "one to three to five"); a
+  decimal with M, B or bn is millions or billions ("3.4M" "three point four million"; "5M" stays); a year
+  alone in brackets is a year ("(2023)" "twenty twenty three"); "Approx.", "Incl.", "Excl." at a sentence's
+  start. Crore and lakh after an amount are scale words in English and Tamil ("₹2.5 crore" "two point five
+  crore rupees", இரண்டு புள்ளி ஐந்து கோடி ரூபாய்) and multiplied out in Malay and Mandarin; a day and a
+  month, a dash and another date are a date range ("24/2 - 27/3/2025", "24/2-27/3"); two dotted clock times
+  joined by a dash before a part of the day or am/pm are a range of times ("8.00-10.00 pg" "pukul lapan
+  hingga sepuluh pagi", "9.00-5.00 pm" "nine o'clock to five p m"). Hours and minutes written short ("2h
+  15m" "two hours fifteen minutes"), feet and inches in letters ("6 ft 2 in" "six foot two"), "50-50" "fifty
+  fifty", and a count before an amount ("3 x RM33.30" "three times"). A sale day named by its date is the
+  number twice ("11.11" "eleven eleven", 双十一; "10.10", "12.12" always, "9.9" and the like only before a
+  sale word), and a whole number over 5, 10 or 100 after a score word is a score ("score: 8/10" "eight out
+  of ten"; "3/10 of the budget" stays a fraction). A body-mass index's unit ("22.5 kg/m²") is kilograms per
+  square metre. A hash before up to four capitals and four digits or more is an order number in every
+  language ("#A1234"), not a hashtag ("#GE15", "#CNY2026" with a year, stay hashtags). A currency's own name
+  written after an amount with its sign is said once ("RM50 ringgit", "$5 dollars", "¥1,299.99元", "¥50块"
+  五十元; a capitalised name such as "Dollar Tree" or a Tamil word with a case suffix stays), and so is "~"
+  after a word that already says about ("about ~8", "lebih kurang ~RM8", 大约~8). A growth rate after a
+  percentage is read in English and Malay ("5% y/y" "five percent year on year", "tahun ke tahun"; q/q, m/m,
+  YoY, QoQ, MoM; "the MoM" alone is a meeting's minutes). A letter grade or blood group with its sign ("A+"
+  "A plus", A加, "9A+" "nine A plus"; "O+" "O positive", "positif", O阳性, "O பாசிட்டிவ்"): O and AB, and
+  any letter after a blood word in the sentence (blood, darah, donor, 血, இரத்த), are blood groups; a minus
+  sign is read only after a count, for a blood group, after a grade word ("scored B-") or after another
+  grade in the sentence ("Math A+, Science B-"), so "Section A- Overview" stays. An address's unit number of
+  a block letter, a floor and a unit is its parts, each number read whole ("B-3-12" "B three twelve", spaced
+  in Mandarin: "B 三 十二"; a leading zero digit by digit), and two ordinals joined by a dash are a range
+  ("3rd-4th" "third to fourth"). Two numbers and a colon after a ratio word are a ratio even where they
+  could be a clock time ("scale 1:50" "one to fifty", "nisbah", 比例, விகிதம்); the "/-" after an amount
+  ("Rs. 1,500/-") is not read; a spaced "@" before a time or an amount is "at" / "pada" ("call me @ 5pm",
+  "12 @ RM2.50"; Mandarin and Tamil keep it, and so does "Ahmad @ Ali", a name's alias); "w/" and "w/o"
+  before a space are "with" / "without" ("dengan" / "tanpa"); "j" after an amount is juta ("RM5.6j"). A
+  count, "x" and a capitalised item is a receipt's line ("2 x Teh Tarik" "two Teh Tarik"); two two-digit
+  numbers over a slash after an expiry word are a card's month and year ("exp 08/27" "zero eight twenty
+  seven", "luput", 有效期, காலாவதி); two numbers of up to two digits joined by a dash after a score word are
+  a score, read as a ratio ("menang 3-2" "tiga berbanding dua", 比分3-2 三比二; "won 2-0" "two to zero"; not
+  before "kali" / "times"). A financial year glued to "FY" or "CY" is a year ("FY2025" "F Y twenty twenty
+  five"); "mi" after a number is miles (batu, 英里, மைல்). The Mandarin scales 万, 千万 and 亿 after an
+  amount are scale words in Mandarin ("RM1.2亿" 一点二亿令吉) and multiplied out in the other languages
+  ("one hundred twenty million ringgit"); trillions are a scale word ("RM1.2tn" "one point two trillion
+  ringgit", trilion, 万亿, டிரில்லியன்), and a whole amount before a scale word is counted (两亿, ஒரு
+  டிரில்லியன்). "sen" glued to a number is the coin ("50sen", 五十仙), and "tgh hari" after a clock time is
+  tengah hari once. A lowercase word of three letters or more, a dash and a number keep the word ("top-10"
+  "top ten", "mid-2025" "mid twenty twenty five"; it was spelled "T O P"); two codes of one letter run
+  joined by a dash are a range ("Q1-Q3" "Q one to Q three"); "+" after a number with k or M is "or more"
+  ("10k+" "ten thousand plus", "1M+" "one million plus").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a
