@@ -240,6 +240,7 @@ ENGLISH = [
     ("RM1.2亿", "one hundred twenty million ringgit"),  # a Mandarin scale, multiplied out
     ("RM1.2tn debt, US$2 trillion", "one point two trillion ringgit debt, two trillion US dollars"),
     ("only 50sen", "only fifty sen"),
+    ("320 kcal, 1 kcal", "three hundred twenty kilocalories, one kilocalorie"),
     (
         "top-10 songs, pre-2020 levels, mid-2025",
         "top ten songs, pre twenty twenty levels, mid twenty twenty five",
@@ -385,6 +386,7 @@ MALAY = [
     ("Hutang RM1.5 trilion", "Hutang satu perpuluhan lima trilion ringgit"),
     ("Tambang 50sen, pukul 12.30 tgh hari", "Tambang lima puluh sen, pukul dua belas tiga puluh tengah hari"),
     ("Keputusan Q1-Q3, 1M+ muat turun", "Keputusan Q satu hingga Q tiga, satu juta ke atas muat turun"),
+    ("Anda membakar 320 kcal", "Anda membakar tiga ratus dua puluh kilokalori"),
 ]
 
 MANDARIN = [
@@ -487,6 +489,7 @@ MANDARIN = [
     ("RM2亿，RM1.2万亿", "两亿令吉，一点二万亿令吉"),
     ("车费50sen", "车费五十仙"),
     ("Q1-Q3业绩，1M+用户", "Q一到Q三业绩，一百万以上用户"),
+    ("消耗320kcal", "消耗三百二十千卡"),
 ]
 
 TAMIL = [
@@ -585,6 +588,7 @@ TAMIL = [
     ("RM1 டிரில்லியன்", "ஒரு டிரில்லியன் ரிங்கிட்"),
     ("கட்டணம் 50sen", "கட்டணம் ஐம்பது சென்"),
     ("Q1-Q3 முடிவுகள்", "Q ஒன்று முதல் Q மூன்று முடிவுகள்"),
+    ("320 kcal", "முந்நூற்று இருபது கிலோகலோரி"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 

@@ -93,6 +93,7 @@ class English(Speaker):
         "bmi": _plural("kilogram per square metre", "kilograms per square metre"),
         "lb": _plural("pound"), "oz": _plural("ounce"), "mph": _plural("mile per hour", "miles per hour"),
         "mi": _plural("mile"), "sen": _plural("sen", "sen"),
+        "kcal": _plural("kilocalorie"),
         "msec": _plural("millisecond"), "mth": _plural("month"), "yr": _plural("year"), "wk": _plural("week"),
         "m2": _plural("square metre"), "km2": _plural("square kilometre"),
     }  # fmt: skip

@@ -83,7 +83,7 @@ class Malay(Speaker):
         "min": _same("minit"), "hr": _same("jam"), "sec": _same("saat"), "sqft": _same("kaki persegi"),
         "bmi": _same("kilogram per meter persegi"),
         "lb": _same("paun"), "oz": _same("auns"), "mph": _same("batu sejam"), "mi": _same("batu"),
-        "sen": _same("sen"),
+        "sen": _same("sen"), "kcal": _same("kilokalori"),
         "msec": _same("milisaat"), "mth": _same("bulan"), "yr": _same("tahun"), "wk": _same("minggu"),
         "m2": _same("meter persegi"), "km2": _same("kilometer persegi"),
     }  # fmt: skip

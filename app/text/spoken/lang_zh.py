@@ -82,7 +82,7 @@ class Mandarin(Speaker):
         "hr": _same("{n}小时"), "sec": _same("{n}秒"), "sqft": _same("{n}平方英尺"), "m2": _same("{n}平方米"),
         "bmi": _same("每平方米{n}公斤"),
         "lb": _same("{n}磅"), "oz": _same("{n}盎司"), "mph": _same("每小时{n}英里"), "mi": _same("{n}英里"),
-        "sen": _same("{n}仙"),
+        "sen": _same("{n}仙"), "kcal": _same("{n}千卡"),
         "msec": _same("{n}毫秒"), "mth": _same("{n}个月"), "yr": _same("{n}年"), "wk": _same("{n}周"),
         "km2": _same("{n}平方公里"),
     }  # fmt: skip

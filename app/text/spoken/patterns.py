@@ -44,7 +44,7 @@ UNITS = {
     "ms": "msec", "mths": "mth", "mth": "mth", "mos": "mth", "yrs": "yr", "yr": "yr", "wks": "wk", "wk": "wk",
     "kg/m²": "bmi", "kg/m2": "bmi",
     "mgu": "wk", "mgg": "wk", "thn": "yr", "lbs": "lb", "lb": "lb", "oz": "oz", "mph": "mph", "mi": "mi",
-    "sen": "sen",
+    "sen": "sen", "kcal": "kcal",
     # Tamil abbreviations: kilometre, metre, centimetre, kilogram
     "கி.மீ.": "km", "கி.மீ": "km", "கிமீ": "km", "மீ.": "m", "மீ": "m", "செ.மீ.": "cm", "செ.மீ": "cm",
     "கி.கி.": "kg", "கி.கி": "kg",
