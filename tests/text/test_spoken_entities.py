@@ -242,6 +242,15 @@ ENGLISH = [
     ("only 50sen", "only fifty sen"),
     ("320 kcal, 1 kcal", "three hundred twenty kilocalories, one kilocalorie"),
     (
+        "IP 192.168.1.1, v1.2.3.4",
+        "IP one nine two dot one six eight dot one dot one, version one point two point three point four",
+    ),
+    (
+        "Text STOP to 32728; send RM50 to 12345 people",
+        "Text STOP to three two seven two eight; send fifty ringgit to twelve thousand three hundred forty "
+        "five people",
+    ),
+    (
         "top-10 songs, pre-2020 levels, mid-2025",
         "top ten songs, pre twenty twenty levels, mid twenty twenty five",
     ),
@@ -387,6 +396,10 @@ MALAY = [
     ("Tambang 50sen, pukul 12.30 tgh hari", "Tambang lima puluh sen, pukul dua belas tiga puluh tengah hari"),
     ("Keputusan Q1-Q3, 1M+ muat turun", "Keputusan Q satu hingga Q tiga, satu juta ke atas muat turun"),
     ("Anda membakar 320 kcal", "Anda membakar tiga ratus dua puluh kilokalori"),
+    (
+        'SMS "DAFTAR" ke 15888, IP 10.0.0.1',
+        'SMS "DAFTAR" ke satu lima lapan lapan lapan, IP satu kosong titik kosong titik kosong titik satu',
+    ),
 ]
 
 MANDARIN = [
@@ -490,6 +503,7 @@ MANDARIN = [
     ("车费50sen", "车费五十仙"),
     ("Q1-Q3业绩，1M+用户", "Q一到Q三业绩，一百万以上用户"),
     ("消耗320kcal", "消耗三百二十千卡"),
+    ("IP地址192.168.1.1，短信发送到12345", "IP地址一九二点一六八点一点一，短信发送到一二三四五"),
 ]
 
 TAMIL = [
@@ -589,6 +603,7 @@ TAMIL = [
     ("கட்டணம் 50sen", "கட்டணம் ஐம்பது சென்"),
     ("Q1-Q3 முடிவுகள்", "Q ஒன்று முதல் Q மூன்று முடிவுகள்"),
     ("320 kcal", "முந்நூற்று இருபது கிலோகலோரி"),
+    ("IP 10.0.0.1", "IP ஒன்று பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி ஒன்று"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]
 

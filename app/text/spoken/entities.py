@@ -980,6 +980,12 @@ def _phone_cue(text: str, start: int) -> bool:
     )
 
 
+_IP_ADDRESS = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)")
+_SHORT_CODE_CUE = re.compile(
+    r"(?:\b(?i:sms|text|txt|whatsapp|reply|balas|hantar|send)\b\D{0,24}\b(?i:to|ke)|短信\D{0,12}(?:发送?到|至))\s*$"
+)
+
+
 def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     value, start, end = m["nv"], m.start(), m.end()
     if m["neg"]:
@@ -989,10 +995,15 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return sp.shopping_day(int(shopping["day"] or shopping["low"])), end
     if "." in value and _version_context(text, start):
         return sp.dotted(value.split(".")), end
+    if _IP_ADDRESS.fullmatch(value):  # "192.168.1.1": each part digit by digit
+        parts = [sp.digits(part) for part in value.split(".")]
+        return sp.join([parts[0], *(word for part in parts[1:] for word in (sp.address_dot_word, part))]), end
     if value.count(".") > 1:
         return sp.dotted(value.split(".")), end
     if not value.isdigit():
         return sp.number(value), end
+    if 4 <= len(value) <= 6 and _SHORT_CODE_CUE.search(text, max(0, start - 40), start):
+        return sp.digits(value), end  # an SMS short code: "text STOP to 32728"
     if sp.code == "ms" and _MALAY_CLOCK.match(text, end) and 1 <= int(value) <= 12:
         clock = _MALAY_CLOCK.match(text, end)
         previous = [word.lower() for word in _previous_words(text, start, 1)]

@@ -54,6 +54,7 @@ class English(Speaker):
     ratio_word = "to"
     percent_template = "{n} percent"
     point_word = "point"
+    address_dot_word = "dot"
     plus_word = "plus"
     grade_signs = ("plus", "minus")
     blood_signs = ("positive", "negative")

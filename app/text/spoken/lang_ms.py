@@ -57,6 +57,7 @@ class Malay(Speaker):
     ratio_word = "berbanding"
     percent_template = "{n} peratus"
     point_word = "titik"
+    address_dot_word = "titik"
     plus_word = "tambah"
     grade_signs = ("plus", "minus")
     blood_signs = ("positif", "negatif")

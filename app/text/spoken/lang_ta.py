@@ -67,6 +67,7 @@ class Tamil(Speaker):
     hour_word = "மணி"
     percent_template = "{n} சதவீதம்"
     point_word = "புள்ளி"
+    address_dot_word = "புள்ளி"
     plus_word = "பிளஸ்"
     grade_signs = ("பிளஸ்", "மைனஸ்")
     blood_signs = ("பாசிட்டிவ்", "நெகட்டிவ்")

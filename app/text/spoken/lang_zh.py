@@ -58,6 +58,7 @@ class Mandarin(Speaker):
     ratio_word = "比"
     percent_template = "百分之{n}"
     point_word = "点"
+    address_dot_word = "点"
     plus_word = "加"
     scale_words: ClassVar[dict[str, str]] = {"wan": "万", "qw": "千万", "yi": "亿", "t": "万亿"}
     grade_signs = ("加", "减")

@@ -35,6 +35,7 @@ class Speaker:
     hour_word = ""  # written after a clock time, it says the hour itself (Tamil "9:30 மணிக்கு")
     percent_template = "{n}"
     point_word = ""  # between the parts of a dotted number that is not a decimal (17.4.1)
+    address_dot_word = ""  # between the parts of an IP address (192.168.1.1)
     plus_word = ""
     grade_signs = ("", "")  # "A+", "B-": a letter grade's plus and minus
     blood_signs = ("", "")  # "O+", "AB-": a blood group's Rh positive and negative
