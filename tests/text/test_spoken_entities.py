@@ -242,6 +242,10 @@ ENGLISH = [
     ("only 50sen", "only fifty sen"),
     ("320 kcal, 1 kcal", "three hundred twenty kilocalories, one kilocalorie"),
     (
+        "a 60/40 portfolio, 20/20 vision, 1/4 cup",
+        "a sixty forty portfolio, twenty twenty vision, one quarter cup",
+    ),
+    (
         "IP 192.168.1.1, v1.2.3.4",
         "IP one nine two dot one six eight dot one dot one, version one point two point three point four",
     ),
@@ -396,6 +400,7 @@ MALAY = [
     ("Tambang 50sen, pukul 12.30 tgh hari", "Tambang lima puluh sen, pukul dua belas tiga puluh tengah hari"),
     ("Keputusan Q1-Q3, 1M+ muat turun", "Keputusan Q satu hingga Q tiga, satu juta ke atas muat turun"),
     ("Anda membakar 320 kcal", "Anda membakar tiga ratus dua puluh kilokalori"),
+    ("pembahagian 60/40", "pembahagian enam puluh empat puluh"),
     (
         'SMS "DAFTAR" ke 15888, IP 10.0.0.1',
         'SMS "DAFTAR" ke satu lima lapan lapan lapan, IP satu kosong titik kosong titik kosong titik satu',
@@ -503,6 +508,7 @@ MANDARIN = [
     ("车费50sen", "车费五十仙"),
     ("Q1-Q3业绩，1M+用户", "Q一到Q三业绩，一百万以上用户"),
     ("消耗320kcal", "消耗三百二十千卡"),
+    ("60/40分成", "六十比四十分成"),
     ("IP地址192.168.1.1，短信发送到12345", "IP地址一九二点一六八点一点一，短信发送到一二三四五"),
 ]
 
@@ -603,6 +609,7 @@ TAMIL = [
     ("கட்டணம் 50sen", "கட்டணம் ஐம்பது சென்"),
     ("Q1-Q3 முடிவுகள்", "Q ஒன்று முதல் Q மூன்று முடிவுகள்"),
     ("320 kcal", "முந்நூற்று இருபது கிலோகலோரி"),
+    ("60/40 பிரிவு", "அறுபது நாற்பது பிரிவு"),
     ("IP 10.0.0.1", "IP ஒன்று பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி ஒன்று"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]

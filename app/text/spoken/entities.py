@@ -669,10 +669,14 @@ def _cued(text: str, start: int, cue: re.Pattern[str]) -> bool:
 
 
 def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """a/b: "24/7", a season ("2024/25"), a date (d/m), a card's expiry after an expiry word ("exp 08/27"
-    "zero eight twenty seven"), a score ("score: 8/10"), else a fraction."""
+    """a/b: "24/7", "20/20", a split ("50/50", "60/40"), a season ("2024/25"), a date (d/m), a card's
+    expiry after an expiry word ("exp 08/27" "zero eight twenty seven"), a score ("score: 8/10"), else a
+    fraction."""
     a, b = int(m["sa"]), int(m["sb"])
-    if (a, b) in ((24, 7), (50, 50)):  # "twenty four seven", "fifty fifty"
+    split = a + b == 100 and a % 5 == b % 5 == 0  # a split: "60/40" "sixty forty"
+    if split and sp.code == "zh":
+        return sp.ratio(m["sa"], m["sb"]), m.end()  # 六十比四十 (六十四十 would run together)
+    if (a, b) in ((24, 7), (20, 20)) or split:  # "twenty four seven", "twenty twenty vision"
         return sp.join([sp.cardinal(a), sp.cardinal(b)]), m.end()
     if len(m["sa"]) == len(m["sb"]) == 2 and 1 <= a <= 12 and _cued(text, m.start(), _EXPIRY_CUE):
         month = sp.digits(m["sa"]) if m["sa"][0] == "0" else sp.cardinal(a)
