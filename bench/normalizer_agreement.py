@@ -172,7 +172,8 @@ script; the rest is measured on every run).
   amount are scale words in Mandarin ("RM1.2亿" 一点二亿令吉) and multiplied out in the other languages
   ("one hundred twenty million ringgit"); trillions are a scale word ("RM1.2tn" "one point two trillion
   ringgit", trilion, 万亿, டிரில்லியன்), and a whole amount before a scale word is counted (两亿, ஒரு
-  டிரில்லியன்). "kcal" is kilocalories; two multiples of five over a slash that make 100 are a split
+  டிரில்லியன்). "kcal" is kilocalories; an amount, "x" and a count is an instalment ("RM921.08 x 60 bulan"
+  "... darab enam puluh bulan", "times", 乘); two multiples of five over a slash that make 100 are a split
   ("60/40" "sixty forty", 六十比四十), and "20/20" is "twenty twenty"; four dotted numbers of up to 255 are
   an IP address, each part digit by digit ("192.168.1.1" "one nine two dot one six eight dot one dot one",
   "titik", 点; a version after a version word); four to six digits after "text ... to", "SMS ... ke" (no

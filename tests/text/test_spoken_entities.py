@@ -246,6 +246,10 @@ ENGLISH = [
         "a sixty forty portfolio, twenty twenty vision, one quarter cup",
     ),
     (
+        "RM921.08 x 60 months, RM50x2",
+        "nine hundred twenty one ringgit eight sen times sixty months, fifty ringgit times two",
+    ),
+    (
         "IP 192.168.1.1, v1.2.3.4",
         "IP one nine two dot one six eight dot one dot one, version one point two point three point four",
     ),
@@ -402,6 +406,10 @@ MALAY = [
     ("Anda membakar 320 kcal", "Anda membakar tiga ratus dua puluh kilokalori"),
     ("pembahagian 60/40", "pembahagian enam puluh empat puluh"),
     (
+        "Ansuran RM921.08 x 60 bulan",
+        "Ansuran sembilan ratus dua puluh satu ringgit lapan sen darab enam puluh bulan",
+    ),
+    (
         'SMS "DAFTAR" ke 15888, IP 10.0.0.1',
         'SMS "DAFTAR" ke satu lima lapan lapan lapan, IP satu kosong titik kosong titik kosong titik satu',
     ),
@@ -509,6 +517,7 @@ MANDARIN = [
     ("Q1-Q3业绩，1M+用户", "Q一到Q三业绩，一百万以上用户"),
     ("消耗320kcal", "消耗三百二十千卡"),
     ("60/40分成", "六十比四十分成"),
+    ("RM50 x 2", "五十令吉乘二"),
     ("IP地址192.168.1.1，短信发送到12345", "IP地址一九二点一六八点一点一，短信发送到一二三四五"),
 ]
 
@@ -610,6 +619,7 @@ TAMIL = [
     ("Q1-Q3 முடிவுகள்", "Q ஒன்று முதல் Q மூன்று முடிவுகள்"),
     ("320 kcal", "முந்நூற்று இருபது கிலோகலோரி"),
     ("60/40 பிரிவு", "அறுபது நாற்பது பிரிவு"),
+    ("RM50 x 2", "ஐம்பது ரிங்கிட் பெருக்கல் இரண்டு"),
     ("IP 10.0.0.1", "IP ஒன்று பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி ஒன்று"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
 ]

@@ -216,7 +216,14 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if sign:
         spoken = sp.join([sp.sign_word(sign), spoken])
     end = _past_named_currency(spoken, text, m.end())
-    return spoken, end + 2 if text.startswith("/-", end) else end  # "Rs. 1,500/-": the "only" mark
+    if text.startswith("/-", end):  # "Rs. 1,500/-": the "only" mark
+        end += 2
+    if times := _TIMES_AFTER.match(text, end):  # "RM921.08 x 60 bulan": an instalment and its count
+        return sp.join([spoken, sp.arithmetic_words["×"], sp.cardinal(int(times[1]))]), times.end()
+    return spoken, end
+
+
+_TIMES_AFTER = re.compile(r"\s?[x×]\s?([1-9]\d{0,3})(?![\d.,:/])")
 
 
 _SAME_NAME = {"块": "元", "圆": "元"}
