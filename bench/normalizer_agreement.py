@@ -172,16 +172,18 @@ script; the rest is measured on every run).
   amount are scale words in Mandarin ("RM1.2亿" 一点二亿令吉) and multiplied out in the other languages
   ("one hundred twenty million ringgit"); trillions are a scale word ("RM1.2tn" "one point two trillion
   ringgit", trilion, 万亿, டிரில்லியன்), and a whole amount before a scale word is counted (两亿, ஒரு
-  டிரில்லியன்). "kcal" is kilocalories; an amount, "x" and a count is an instalment ("RM921.08 x 60 bulan"
-  "... darab enam puluh bulan", "times", 乘); two multiples of five over a slash that make 100 are a split
-  ("60/40" "sixty forty", 六十比四十), and "20/20" is "twenty twenty"; four dotted numbers of up to 255 are
-  an IP address, each part digit by digit ("192.168.1.1" "one nine two dot one six eight dot one dot one",
-  "titik", 点; a version after a version word); four to six digits after "text ... to", "SMS ... ke" (no
-  digit between) are a short code, digit by digit; "sen" glued to a number is the coin ("50sen", 五十仙),
-  and "tgh hari" after a clock time is tengah hari once. A lowercase word of three letters or more, a dash
-  and a number keep the word ("top-10" "top ten", "mid-2025" "mid twenty twenty five"; it was spelled "T O
-  P"); two codes of one letter run joined by a dash are a range ("Q1-Q3" "Q one to Q three"); "+" after a
-  number with k or M is "or more" ("10k+" "ten thousand plus", "1M+" "one million plus").
+  டிரில்லியன்). "&" between spaced words is and / dan / 和 / மற்றும் ("salt & pepper"), and between capitals
+  in English and Malay ("R&D" "R and D"); "kcal" is kilocalories; an amount, "x" and a count is an
+  instalment ("RM921.08 x 60 bulan" "... darab enam puluh bulan", "times", 乘); two multiples of five over a
+  slash that make 100 are a split ("60/40" "sixty forty", 六十比四十), and "20/20" is "twenty twenty"; four
+  dotted numbers of up to 255 are an IP address, each part digit by digit ("192.168.1.1" "one nine two dot
+  one six eight dot one dot one", "titik", 点; a version after a version word); four to six digits after
+  "text ... to", "SMS ... ke" (no digit between) are a short code, digit by digit; "sen" glued to a number
+  is the coin ("50sen", 五十仙), and "tgh hari" after a clock time is tengah hari once. A lowercase word of
+  three letters or more, a dash and a number keep the word ("top-10" "top ten", "mid-2025" "mid twenty
+  twenty five"; it was spelled "T O P"); two codes of one letter run joined by a dash are a range ("Q1-Q3"
+  "Q one to Q three"); "+" after a number with k or M is "or more" ("10k+" "ten thousand plus", "1M+" "one
+  million plus").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

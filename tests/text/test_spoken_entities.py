@@ -241,6 +241,7 @@ ENGLISH = [
     ("RM1.2tn debt, US$2 trillion", "one point two trillion ringgit debt, two trillion US dollars"),
     ("only 50sen", "only fifty sen"),
     ("320 kcal, 1 kcal", "three hundred twenty kilocalories, one kilocalorie"),
+    ("Salt & pepper, R&D, T&C apply; a&b, &", "Salt and pepper, R and D, T and C apply; a&b, &"),
     (
         "a 60/40 portfolio, 20/20 vision, 1/4 cup",
         "a sixty forty portfolio, twenty twenty vision, one quarter cup",
@@ -405,6 +406,7 @@ MALAY = [
     ("Keputusan Q1-Q3, 1M+ muat turun", "Keputusan Q satu hingga Q tiga, satu juta ke atas muat turun"),
     ("Anda membakar 320 kcal", "Anda membakar tiga ratus dua puluh kilokalori"),
     ("pembahagian 60/40", "pembahagian enam puluh empat puluh"),
+    ("Garam & lada, R&D", "Garam dan lada, R dan D"),
     (
         "Ansuran RM921.08 x 60 bulan",
         "Ansuran sembilan ratus dua puluh satu ringgit lapan sen darab enam puluh bulan",
@@ -517,6 +519,7 @@ MANDARIN = [
     ("Q1-Q3业绩，1M+用户", "Q一到Q三业绩，一百万以上用户"),
     ("消耗320kcal", "消耗三百二十千卡"),
     ("60/40分成", "六十比四十分成"),
+    ("研发 & 设计，R&D", "研发 和 设计，R&D"),  # letters glued to "&" stay Latin
     ("RM50 x 2", "五十令吉乘二"),
     ("IP地址192.168.1.1，短信发送到12345", "IP地址一九二点一六八点一点一，短信发送到一二三四五"),
 ]
@@ -619,6 +622,7 @@ TAMIL = [
     ("Q1-Q3 முடிவுகள்", "Q ஒன்று முதல் Q மூன்று முடிவுகள்"),
     ("320 kcal", "முந்நூற்று இருபது கிலோகலோரி"),
     ("60/40 பிரிவு", "அறுபது நாற்பது பிரிவு"),
+    ("உப்பு & மிளகு", "உப்பு மற்றும் மிளகு"),
     ("RM50 x 2", "ஐம்பது ரிங்கிட் பெருக்கல் இரண்டு"),
     ("IP 10.0.0.1", "IP ஒன்று பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி ஒன்று"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),

@@ -98,7 +98,7 @@ _PIECES = [
     "M", "bn", "h ", "m", " ft ", " in", " x ", "11.11", " sale", "score ", "购物节",
     " ringgit", "元", "块", " dollars", "about ~", "y/y", " YoY", "A+", "B-", "O", "AB", "blood ", "血型",
     "B-3-", "rd-", "th", "scale ", "/-", " @ ", "w/ ", "j", " x Teh", "exp ", "won ", "比分", "FY", " mi",
-    "top-", "Q1-Q", "M+", "k+", " kcal", "IP ", "192.168.", "text ", " to ",
+    "top-", "Q1-Q", "M+", "k+", " kcal", "IP ", "192.168.", "text ", " to ", " & ", "R&D",
 ]  # fmt: skip
 
 

@@ -124,6 +124,8 @@ def _candidates(text: str) -> list[int]:
     if "#" in text or "*" in text:
         for hint in KEYPAD_KEY.finditer(text):
             found.add(hint.start())
+    if "&" in text:
+        found.update(at for at, char in enumerate(text) if char == "&")
     if "+" in text or "-" in text or "\u2212" in text:
         for hint in GRADE_HINT.finditer(text):
             found.add(hint.start())

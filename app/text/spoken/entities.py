@@ -804,6 +804,15 @@ def _at(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.at_word + ("" if text[m.end() : m.end() + 1].isspace() else sp.word_space), m.end()
 
 
+def _amp(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "&" between words: "salt & pepper" -> "salt and pepper" ("dan", 和, மற்றும்); between capitals only in
+    English and Malay ("R&D" -> "R and D", "R dan D"), where the letters are read as Latin."""
+    glued = not text[m.start() - 1].isspace()
+    if glued and sp.code not in ("en", "ms"):
+        return m.group(), m.end()
+    return sp.and_word, m.end()
+
+
 _APPROXIMATE = re.compile(
     r"(?:\b(?i:about|around|approximately|approx\.?|roughly|circa|nearly|almost|sekitar|kira-kira|kurang"
     r"|anggaran|lingkungan|hampir)|约|大约|大概|将近|சுமார்|ஏறத்தாழ|கிட்டத்தட்ட)\s*$"
@@ -1106,8 +1115,8 @@ HANDLERS: dict[str, Handler] = {
     "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
     "hmin": _hours_minutes,
-    "grade": _grade, "approx": _approx, "at": _at, "qty": _quantity, "zh_dash": _zh_dash, "or_more": _or_more,
-    "money_after": _money_after,
+    "grade": _grade, "approx": _approx, "at": _at, "amp": _amp, "qty": _quantity, "zh_dash": _zh_dash,
+    "or_more": _or_more, "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,
     "hbdate": _hbdate,

@@ -31,6 +31,7 @@ class English(Speaker):
     star_word = "star"
     hash_word = "hash"
     approx_word = "about"
+    and_word = "and"
     at_word = "at"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "at least",

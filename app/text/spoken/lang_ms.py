@@ -34,6 +34,7 @@ class Malay(Speaker):
     star_word = "bintang"
     hash_word = "pagar"
     approx_word = "lebih kurang"
+    and_word = "dan"
     at_word = "pada"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "sekurang-kurangnya",

@@ -49,6 +49,7 @@ class Tamil(Speaker):
     star_word = "ஸ்டார்"
     hash_word = "ஹாஷ்"
     approx_word = "சுமார்"
+    and_word = "மற்றும்"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "குறைந்தது",
         "≤": "அதிகபட்சம்",

@@ -35,6 +35,7 @@ class Mandarin(Speaker):
     star_word = "星号"
     hash_word = "井号"
     approx_word = "约"
+    and_word = "和"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "不少于",
         "≤": "不超过",

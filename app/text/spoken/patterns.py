@@ -251,6 +251,7 @@ _ALTERNATIVES = (
     ("grade", GRADE.pattern),
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
     ("at", rf"(?<=\s)@(?=\s?(?:\d|{_CUR}))"),  # "Call me @ 5pm", "12 @ RM2.50"
+    ("amp", r"(?<=\s)&(?=\s)|(?<=[A-Z])&(?=[A-Z])"),  # "salt & pepper", "R&D"
     ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
     (

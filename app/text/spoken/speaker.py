@@ -52,6 +52,7 @@ class Speaker:
     hash_word = ""
     approx_word = ""  # "~8" -> "about eight"
     at_word = ""  # "@ 5pm", "12 @ RM2.50": "at" (none: the sign stays)
+    and_word = ""  # "salt & pepper": "and" (none: the sign stays)
     word_space = " "  # between two words ("" in Mandarin)
     comparison_words: ClassVar[dict[str, str]] = {}  # "≥" -> "at least", before a number
     arithmetic_words: ClassVar[dict[str, str]] = {}  # "+", "-", "×", "÷", "=" between numbers: "1+1=2"
