@@ -124,8 +124,10 @@ def _candidates(text: str) -> list[int]:
     if "#" in text or "*" in text:
         for hint in KEYPAD_KEY.finditer(text):
             found.add(hint.start())
-    if "&" in text:
-        found.update(at for at, char in enumerate(text) if char == "&")
+    at = text.find("&")
+    while at >= 0:  # "salt & pepper", "R&D" (the entity pattern decides)
+        found.add(at)
+        at = text.find("&", at + 1)
     if "+" in text or "-" in text or "\u2212" in text:
         for hint in GRADE_HINT.finditer(text):
             found.add(hint.start())

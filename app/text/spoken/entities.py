@@ -62,10 +62,11 @@ _DATE_CUES = frozenset((
     "hingga", "sehingga", "sebelum", "selepas", "mulai", "bermula",
 ))  # fmt: skip
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
-_ZH_DIGIT_CUES = (
-    "号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话", "邮编", "邮政编码",
-)  # fmt: skip
-_TA_DIGIT_CUES = ("குறியீடு", "எண்", "கணக்கு")  # code (a postcode too), number, account
+# words before a number read digit by digit in Mandarin and Tamil, and how far back they are looked for
+_SCRIPT_DIGIT_CUES: dict[str, tuple[tuple[str, ...], int]] = {
+    "zh": (("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话", "邮编", "邮政编码"), 6),
+    "ta": (("குறியீடு", "எண்", "கணக்கு"), 24),  # code (a postcode too), number, account
+}
 _YEAR_CHAIN = 4
 _YEAR_BEFORE = re.compile(r"(?<!\d)(?P<year>1\d{3}|20\d\d) (?:to|and|or|through|till|until) $")
 _NDATE = entity_pattern("ndate")
@@ -107,6 +108,12 @@ _MALAY_TIME_CUES = frozenset(
 _CLOCK_BEFORE = re.compile(
     r"(?i:pukul)|\d:\d\d|\d\s?[aApP]\.?[mM]\b|\d(?:\.\d\d)? (?:pagi|petang|tengah hari|tengah malam)\b"
 )
+
+
+def _cued(text: str, start: int, cue: re.Pattern[str]) -> bool:
+    """Whether ``cue`` (a pattern ending in ``$``: a cue word and what may stand between it and the number)
+    matches at the end of the 32 characters before ``start``."""
+    return cue.search(text, max(0, start - 32), start) is not None
 
 
 def _previous_words(text: str, start: int, count: int = 3) -> list[str]:
@@ -197,6 +204,10 @@ def _abbr(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return spoken, m.end()
 
 
+_TIMES_AFTER = re.compile(r"\s?[x×]\s?([1-9]\d{0,3})(?![\d.,:/])")  # "RM921.08 x 60": an instalment
+_SAME_NAME = {"块": "元", "圆": "元"}  # a currency's other names that its reading says as the first
+
+
 def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     currency = CURRENCIES[m["cur"]]
     scale = _SCALES[m["scale"]] if m["scale"] else None
@@ -223,12 +234,6 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return spoken, end
 
 
-_TIMES_AFTER = re.compile(r"\s?[x×]\s?([1-9]\d{0,3})(?![\d.,:/])")
-
-
-_SAME_NAME = {"块": "元", "圆": "元"}
-
-
 def _past_named_currency(spoken: str, text: str, end: int) -> int:
     """Where an amount read as ``spoken`` ends in ``text``: past the currency's own name written after it
     ("RM50 ringgit", "$5 dollars", "¥50块"), which the reading already says, else at ``end``."""
@@ -246,18 +251,20 @@ _VERSION_WORDS = frozenset(("version", "versi", "ver"))
 _TAG_RUN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[_.]")
 
 
+def _year_or_number(sp: Speaker, run: str) -> str:
+    """Digits after a word or in a tag: a year ("2025"), up to three digits as a number, else one by one."""
+    if len(run) == 4 and 1000 <= int(run) <= 2099:
+        return sp.year(int(run))
+    return sp.cardinal(int(run)) if len(run) <= 3 and run[0] != "0" else sp.digits(run)
+
+
 def _tag_parts(sp: Speaker, body: str) -> list[str]:
     """The words of a hashtag or handle: "PromoDeepavali2025" -> Promo, Deepavali, a year; "TNBCareline"
     -> T N B, Careline; a year in the sentence's language, up to three digits as a number, else digits."""
     parts = []
     for run in _TAG_RUN.findall(body):
         if run[0].isdigit():
-            if len(run) == 4 and run[0] != "0" and 1000 <= int(run) <= 2099:
-                parts.append(sp.year(int(run)))
-            elif len(run) <= 3 and run[0] != "0":
-                parts.append(sp.cardinal(int(run)))
-            else:
-                parts.append(sp.digits(run))
+            parts.append(_year_or_number(sp, run))
         elif run in SYMBOL_WORDS:
             parts.append(SYMBOL_WORDS[run])
         else:
@@ -321,12 +328,13 @@ def road_number(m: re.Match[str], sp: Speaker) -> str:
     for index, piece in enumerate(m["rn"].split("/")):
         if index:
             parts.append(sp.slash_word)
-        for run in _ALNUM_RUN.findall(piece):
-            if not run.isdigit():
-                parts.append(_spell(sp, run))
-            else:
-                parts.append(sp.digits(run) if run[0] == "0" and len(run) > 1 else sp.cardinal(int(run)))
+        parts += _runs_whole(sp, piece)
     return sp.join(parts)
+
+
+def _runs_whole(sp: Speaker, written: str) -> list[str]:
+    """The letter runs of ``written`` spelled and each number read whole ("5/1A", "B-3-12")."""
+    return [sp.whole(run) if run.isdigit() else _spell(sp, run) for run in _ALNUM_RUN.findall(written)]
 
 
 def _id_parts(sp: Speaker, written: str) -> str:
@@ -374,22 +382,12 @@ def _code(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if decimal:
         return sp.join([_spell(sp, decimal[1]), sp.number(decimal[2])]), m.end()
     if word := _WORD_NUMBER.fullmatch(m.group()):
-        value = int(word[2])
-        if len(word[2]) == 4 and 1000 <= value <= 2099:
-            return sp.join([word[1], sp.year(value)]), m.end()
-        number = sp.cardinal(value) if len(word[2]) <= 3 and word[2][0] != "0" else sp.digits(word[2])
-        return sp.join([word[1], number]), m.end()
+        return sp.join([word[1], _year_or_number(sp, word[2])]), m.end()
     if codes := _CODE_RANGE.fullmatch(m.group()):
         low, high = (_code_parts(sp, codes[1] + part) for part in (codes[2], codes[3]))
         return sp.range(low, high), m.end()
-    if _UNIT_NUMBER.fullmatch(m.group()):
-        parts = []
-        for run in _RUN.findall(m.group()):
-            if run.isalpha():
-                parts.append(_spell(sp, run))
-            elif run.isdigit():
-                parts.append(sp.digits(run) if run[0] == "0" else sp.cardinal(int(run)))
-        return " ".join(parts), m.end()  # spaced in Mandarin too: 三十二 would be thirty-two
+    if _UNIT_NUMBER.fullmatch(m.group()):  # spaced in Mandarin too: 三十二 would be thirty-two
+        return " ".join(_runs_whole(sp, m.group())), m.end()
     return _code_parts(sp, m.group()), m.end()
 
 
@@ -532,8 +530,8 @@ def _sentence_start(text: str, start: int) -> int:
     return found + 2 if found >= 0 else 0
 
 
-_RATIO_CUES = frozenset(("ratio", "ratios", "scale", "skala", "nisbah"))
-_RATIO_CUE_TEXT = re.compile(r"(?:比例|比率|விகிதம்)\s*[:：]?\s*$")
+# a ratio word before two numbers and a colon: "scale 1:50", "a ratio of 1:10", 比例1:20
+_RATIO_CUE = re.compile(r"(?:\b(?i:ratios?|scale|skala|nisbah)\b|比例|比率|விகிதம்)\D{0,8}$")
 _CLOCK_PAIR = re.compile(r"(\d{1,2}):(\d\d)")
 
 
@@ -541,10 +539,7 @@ def _time(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """A clock time, and a second one after a dash; two numbers and a colon after a ratio word are a
     ratio ("scale 1:50" "one to fifty", 比例1:20)."""
     pair = _CLOCK_PAIR.fullmatch(m.group())
-    if pair and (
-        not _RATIO_CUES.isdisjoint(w.lower() for w in _previous_words(text, m.start(), 2))
-        or _RATIO_CUE_TEXT.search(text, max(0, m.start() - 12), m.start())
-    ):
+    if pair and _cued(text, m.start(), _RATIO_CUE):
         return sp.ratio(pair[1], pair[2]), m.end()
     spoken, end = _spoken_clock(m, sp, text), m.end()
     dash = _DAYPART_DASH.match(text, end)
@@ -663,16 +658,11 @@ def _times(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 _EXPIRY_CUE = re.compile(
     r"(?:\b(?i:exp|expiry|expires|expiring|expiration|valid|thru|luput|tamat)\b|到期|有效期|காலாவதி)\D{0,16}$"
 )  # no digit between the word and the number
-_SCORE_CUE_BEFORE = re.compile(
+_MATCH_RESULT_CUE = re.compile(
     r"(?:\b(?i:score|scores|scored|won|win|wins|lost|beat|beats|defeated|draw|drew|skor|menang|kalah|seri"
     r"|tewas|mengalahkan|keputusan)\b|比分|赢|输|击败|战胜|战平|ஸ்கோர்|வென்ற|தோற்ற)\D{0,20}$"
 )
-_NOT_SCORE_AFTER = re.compile(r"\s?(?:times|kali|次|முறை)")
-
-
-def _cued(text: str, start: int, cue: re.Pattern[str]) -> bool:
-    """Whether ``cue`` (a word, then no digit up to ``start``) ends the 32 characters before ``start``."""
-    return cue.search(text, max(0, start - 32), start) is not None
+_NOT_SCORE_AFTER = re.compile(r"\s?(?:times|kali|次|முறை)")  # "menang 2-3 kali": a range of times
 
 
 def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -686,8 +676,7 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if (a, b) in ((24, 7), (20, 20)) or split:  # "twenty four seven", "twenty twenty vision"
         return sp.join([sp.cardinal(a), sp.cardinal(b)]), m.end()
     if len(m["sa"]) == len(m["sb"]) == 2 and 1 <= a <= 12 and _cued(text, m.start(), _EXPIRY_CUE):
-        month = sp.digits(m["sa"]) if m["sa"][0] == "0" else sp.cardinal(a)
-        return f"{month} {sp.cardinal(b)}", m.end()  # spaced in Mandarin too: month, then the year
+        return f"{sp.whole(m['sa'])} {sp.cardinal(b)}", m.end()  # spaced in Mandarin too: month, then year
     if 1900 <= a <= 2099 and (b == a + 1 or (len(m["sb"]) == 2 and b == (a + 1) % 100)):
         return sp.range(sp.year(a), sp.year(b)), m.end()  # a season or fiscal year: 2024/25
     previous = _previous_words(text, m.start(), 1)
@@ -698,7 +687,7 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return _with_range((sp.date(a, b, None), m.end()), sp, text, _DAY_MONTH_DATES)  # "24/2 - 27/3/2025"
     if b == 0:
         return _fallback(sp, m.group()), m.end()
-    if b in (5, 10, 100) and a <= b and _SCORE_CUE.search(text, max(0, m.start() - 16), m.start()):
+    if b in (5, 10, 100) and a <= b and _cued(text, m.start(), _SCORE_CUE):
         return sp.out_of(sp.cardinal(a), sp.cardinal(b)), m.end()  # "score: 8/10" -> "eight out of ten"
     return _fraction_unit(sp.fraction(a, b), "1" if a < b else "2", sp, text, m.end())
 
@@ -822,7 +811,7 @@ _APPROXIMATE = re.compile(
 def _approx(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "~8" -> "about eight" (the number is read next); nothing after a word that already says it
     ("about ~8", "lebih kurang ~RM8", "约~8")."""
-    if _APPROXIMATE.search(text, max(0, m.start() - 24), m.start()):
+    if _cued(text, m.start(), _APPROXIMATE):
         return "", m.end()
     return sp.approx_word + sp.word_space, m.end()
 
@@ -924,7 +913,7 @@ def _range(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if (
         len(low) <= 2 >= len(high)
         and (low + high).isdigit()
-        and _cued(text, m.start(), _SCORE_CUE_BEFORE)
+        and _cued(text, m.start(), _MATCH_RESULT_CUE)
         and not _NOT_SCORE_AFTER.match(text, m.end())
     ):
         return sp.ratio(low, high), m.end()  # a match's score: "menang 3-2" "tiga berbanding dua", 三比二
@@ -1015,9 +1004,8 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return sp.shopping_day(int(shopping["day"] or shopping["low"])), end
     if "." in value and _version_context(text, start):
         return sp.dotted(value.split(".")), end
-    if _IP_ADDRESS.fullmatch(value):  # "192.168.1.1": each part digit by digit
-        parts = [sp.digits(part) for part in value.split(".")]
-        return sp.join([parts[0], *(word for part in parts[1:] for word in (sp.address_dot_word, part))]), end
+    if _IP_ADDRESS.fullmatch(value):
+        return sp.address(value.split(".")), end
     if value.count(".") > 1:
         return sp.dotted(value.split(".")), end
     if not value.isdigit():
@@ -1042,13 +1030,10 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return sp.digits(value), end
     if len(value) == 5 and text.startswith(", ", start - 2) and _TOWN.match(text, end):
         return sp.digits(value), end
-    if sp.code == "zh":
-        if len(value) == 4 and text.startswith("年", end):
-            return sp.year(int(value)), end
-        if len(value) >= 4 and any(cue in text[max(0, start - 6) : start] for cue in _ZH_DIGIT_CUES):
-            return sp.digits(value), end
-    window = text[max(0, start - 24) : start] if sp.code == "ta" and len(value) >= 4 else ""
-    if window and any(cue in window for cue in _TA_DIGIT_CUES):
+    if sp.code == "zh" and len(value) == 4 and text.startswith("年", end):
+        return sp.year(int(value)), end
+    cues, reach = _SCRIPT_DIGIT_CUES.get(sp.code, ((), 0))
+    if len(value) >= 4 and any(cue in text[max(0, start - reach) : start] for cue in cues):
         return sp.digits(value), end
     if sp.code in ("zh", "ta"):
         return _counted(sp, value, text, start, end), end

@@ -68,6 +68,11 @@ class Speaker:
     def digits(self, text: str) -> str:
         return self.numbers.digits(text)
 
+    def whole(self, written: str) -> str:
+        """A written whole number read as one ("12" -> twelve), or digit by digit when it has a leading zero
+        ("05" -> zero five): the parts of versions, road numbers and unit numbers."""
+        return self.digits(written) if written[0] == "0" and len(written) > 1 else self.cardinal(int(written))
+
     def number(self, text: str) -> str:
         """A written quantity such as "1,250", "-3.5", "+15" or "0.75", in words."""
         if text[:1] in SIGNS:
@@ -93,14 +98,20 @@ class Speaker:
         return self.date(day, month, year) if month else self.cardinal(day)
 
     def dotted(self, parts: list[str]) -> str:
-        """A version or other number with several dots: "17.4.1"."""
-        spoken: list[str] = []
-        for written in parts:
-            part = written.replace(",", "")  # "1,234.3.5": a thousands separator in the first part
-            if spoken:
-                spoken.append(self.point_word)
-            spoken.append(self.digits(part) if part[0] == "0" and len(part) > 1 else self.cardinal(int(part)))
-        return self.join(spoken)
+        """A version or other number with several dots: "17.4.1" (a thousands separator in the first part
+        is dropped: "1,234.3.5")."""
+        return self._between([self.whole(part.replace(",", "")) for part in parts], self.point_word)
+
+    def address(self, parts: list[str]) -> str:
+        """An IP address, each part digit by digit: "192.168.1.1" -> "one nine two dot one six eight ..."."""
+        return self._between([self.digits(part) for part in parts], self.address_dot_word)
+
+    def _between(self, spoken: list[str], word: str) -> str:
+        """``spoken`` joined with ``word`` between each two."""
+        pieces = spoken[:1]
+        for item in spoken[1:]:
+            pieces += (word, item)
+        return self.join(pieces)
 
     def join(self, parts: list[str]) -> str:
         return " ".join(p for p in parts if p)
