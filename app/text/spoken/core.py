@@ -174,16 +174,13 @@ def _one_pass(text: str, language: str) -> str:
     candidates = _candidates(text)
     if not candidates:
         return text
-    starts = [0] if language != "auto" else _sentence_starts(text)
-    ends = [*starts[1:], len(text)]
-    contexts = [_context(text[a:b], text, language) for a, b in zip(starts, ends, strict=True)]
+    sentences = _Sentences(text, language)
     out: list[str] = []
     pos = 0
     for candidate in candidates:
         start = candidate
         while start >= pos:
-            sentence, votes = contexts[bisect_right(starts, start) - 1]
-            read = _read_at(text, start, sentence, votes)
+            read = _read_at(text, start, sentences)
             if read is None:
                 break
             spoken, end = read
@@ -198,6 +195,28 @@ def _one_pass(text: str, language: str) -> str:
         return text
     out.append(text[pos:])
     return "".join(out)
+
+
+class _Sentences:
+    """The language of the sentence around a position of ``text``, worked out when first asked for: most
+    candidates are no entity, and a text whose candidates all fail needs no sentence split at all."""
+
+    def __init__(self, text: str, language: str) -> None:
+        self._text, self._language = text, language
+        self._starts: list[int] | None = None
+        self._contexts: dict[int, tuple[str, Votes | None]] = {}
+
+    def context_at(self, position: int) -> tuple[str, Votes | None]:
+        """(the sentence's language, its code-switching votes or None) for the sentence at ``position``."""
+        text = self._text
+        if self._starts is None:
+            self._starts = [0] if self._language != "auto" else _sentence_starts(text)
+        starts = self._starts
+        index = bisect_right(starts, position) - 1
+        if index not in self._contexts:
+            end = starts[index + 1] if index + 1 < len(starts) else len(text)
+            self._contexts[index] = _context(text[starts[index] : end], text, self._language)
+        return self._contexts[index]
 
 
 def _sentence_starts(text: str) -> list[int]:
@@ -238,17 +257,19 @@ def _after_road_word(text: str, start: int) -> bool:
     return False
 
 
-def _read_at(text: str, start: int, sentence: str, votes: Votes | None) -> tuple[str, int] | None:
+def _read_at(text: str, start: int, sentences: _Sentences) -> tuple[str, int] | None:
     """The spoken form of the entity that starts at ``start`` and where it ends, or None if none does."""
     char = text[start]
     road = ROAD_NUMBER.match(text, start) if char.isascii() and char.isalnum() else None
     if road and _after_road_word(text, start):  # in the sentence's language: the road word is a name
+        sentence, votes = sentences.context_at(start)
         speaker = _SPEAKERS[votes.sentence_language if votes else sentence]
         return _spaced(text, start, road.end(), road_number(road, speaker))
     match = (LETTER_ENTITY if char.isascii() and char.isalpha() else OTHER_ENTITY).match(text, start)
     if match is None:
         return None
     kind = match.lastgroup or ""
+    sentence, votes = sentences.context_at(start)
     if votes and kind == "hbdate":  # "3hb" is Malay however the words around it vote
         speaker = _SPEAKERS["ms"]
     elif votes:
