@@ -121,29 +121,32 @@ script; the rest is measured on every run).
   equals / sama dengan / 等于 / சமம்); a minus or a times sign only where "=" follows ("5 - 3 = 2" "five
   minus three equals two", "lima tolak tiga"), since without it they are a range or dimensions ("5-10", "30
   x 20 cm"). Short durations are units ("12 mths" "twelve months", "5 yrs", "3 wks", "mgu" minggu; "250ms"
-  milliseconds; a decimal and "s" seconds, "9.58s", while a whole number and "s" stays a decade, "30s");
-  four digits and "hrs" are a 24-hour clock time when they start with 0 ("0930 hrs" "nine thirty") or follow
-  a clock word ("at 1700hrs"), else a duration ("1500 hrs of training"); a picture's resolution is its lines
-  and p ("1080p" "ten eighty p", 一零八零P) and "4K" before a screen word (TV, UHD, video...) "four K";
-  three and four digits joined by a dash after a phone word ("call 555-1234") are a phone number. A tilde
-  between numbers is a range like a dash ("22~30℃" 摄氏二十二到三十度); a dash before a number with a
-  leading zero, or after a long number and before a smaller one, is no range ("Suite 3-05" "three zero
-  five", "20250115-0042" digit by digit); pounds, ounces and miles per hour ("2.5lbs", "12 oz", "15mph");
-  the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word. A keypad code of
-  stars, hashes and digits ending in a hash is its keys ("*#06#" "star hash zero six hash"); a lone "#" or
-  "*" near a keypad word (press, tekan, dial, 按, அழுத்த) is the key's name ("then # to confirm" "then hash
-  to confirm", 井号键), elsewhere it stays; ratios of three numbers ("1:3:5" "one to three to five"); a
-  decimal with M, B or bn is millions or billions ("3.4M" "three point four million"; "5M" stays); a year
-  alone in brackets is a year ("(2023)" "twenty twenty three"); "Approx.", "Incl.", "Excl." at a sentence's
-  start. Crore and lakh after an amount are scale words in English and Tamil ("₹2.5 crore" "two point five
-  crore rupees", இரண்டு புள்ளி ஐந்து கோடி ரூபாய்) and multiplied out in Malay and Mandarin; a day and a
-  month, a dash and another date are a date range ("24/2 - 27/3/2025", "24/2-27/3"); two dotted clock times
-  joined by a dash before a part of the day or am/pm are a range of times ("8.00-10.00 pg" "pukul lapan
-  hingga sepuluh pagi", "9.00-5.00 pm" "nine o'clock to five p m"). Hours and minutes written short ("2h
-  15m" "two hours fifteen minutes"), feet and inches in letters ("6 ft 2 in" "six foot two"), "50-50" "fifty
-  fifty", and a count before an amount ("3 x RM33.30" "three times"). A sale day named by its date is the
-  number twice ("11.11" "eleven eleven", 双十一; "10.10", "12.12" always, "9.9" and the like only before a
-  sale word), and a whole number over 5, 10 or 100 after a score word is a score ("score: 8/10" "eight out
+  milliseconds; a decimal and "s" seconds, "9.58s"; a whole number and "s" is seconds too, "every 5s", "30 s
+  later", except after a product's name, "iPhone 6s", and a whole number of tens, "30s", which is a decade
+  unless a seconds word comes before it, "wait 30s", "tunggu 30s", 等待30s, and no era word, "popular in
+  80s"; in Mandarin and Tamil, which write decades otherwise, it is seconds without one; "100s of" is
+  "hundreds of"); four digits and "hrs" are a 24-hour clock time when they start with 0 ("0930 hrs" "nine
+  thirty") or follow a clock word ("at 1700hrs"), else a duration ("1500 hrs of training"); a picture's
+  resolution is its lines and p ("1080p" "ten eighty p", 一零八零P) and "4K" before a screen word (TV, UHD,
+  video...) "four K"; three and four digits joined by a dash after a phone word ("call 555-1234") are a
+  phone number. A tilde between numbers is a range like a dash ("22~30℃" 摄氏二十二到三十度); a dash before
+  a number with a leading zero, or after a long number and before a smaller one, is no range ("Suite 3-05"
+  "three zero five", "20250115-0042" digit by digit); pounds, ounces and miles per hour ("2.5lbs", "12 oz",
+  "15mph"); the rupee written in Tamil ("ரூ.10,000" பத்தாயிரம் ரூபாய்); 版本号 is a version word. A keypad
+  code of stars, hashes and digits ending in a hash is its keys ("*#06#" "star hash zero six hash"); a lone
+  "#" or "*" near a keypad word (press, tekan, dial, 按, அழுத்த) is the key's name ("then # to confirm"
+  "then hash to confirm", 井号键), elsewhere it stays; ratios of three numbers ("1:3:5" "one to three to
+  five"); a decimal with M, B or bn is millions or billions ("3.4M" "three point four million"; "5M" stays);
+  a year alone in brackets is a year ("(2023)" "twenty twenty three"); "Approx.", "Incl.", "Excl." at a
+  sentence's start. Crore and lakh after an amount are scale words in English and Tamil ("₹2.5 crore" "two
+  point five crore rupees", இரண்டு புள்ளி ஐந்து கோடி ரூபாய்) and multiplied out in Malay and Mandarin; a day
+  and a month, a dash and another date are a date range ("24/2 - 27/3/2025", "24/2-27/3"); two dotted clock
+  times joined by a dash before a part of the day or am/pm are a range of times ("8.00-10.00 pg" "pukul
+  lapan hingga sepuluh pagi", "9.00-5.00 pm" "nine o'clock to five p m"). Hours and minutes written short
+  ("2h 15m" "two hours fifteen minutes"), feet and inches in letters ("6 ft 2 in" "six foot two"), "50-50"
+  "fifty fifty", and a count before an amount ("3 x RM33.30" "three times"). A sale day named by its date is
+  the number twice ("11.11" "eleven eleven", 双十一; "10.10", "12.12" always, "9.9" and the like only before
+  a sale word), and a whole number over 5, 10 or 100 after a score word is a score ("score: 8/10" "eight out
   of ten"; "3/10 of the budget" stays a fraction). A body-mass index's unit ("22.5 kg/m²") is kilograms per
   square metre. A hash before up to four capitals and four digits or more is an order number in every
   language ("#A1234"), not a hashtag ("#GE15", "#CNY2026" with a year, stay hashtags). A currency's own name
@@ -183,7 +186,16 @@ script; the rest is measured on every run).
   three letters or more, a dash and a number keep the word ("top-10" "top ten", "mid-2025" "mid twenty
   twenty five"; it was spelled "T O P"); two codes of one letter run joined by a dash are a range ("Q1-Q3"
   "Q one to Q three"); "+" after a number with k or M is "or more" ("10k+" "ten thousand plus", "1M+" "one
-  million plus").
+  million plus"). A count after an item, "x" glued to it, is said with the times word ("Teh Tarik x2" "Teh
+  Tarik times two", "darab dua", 拉茶x2 拉茶乘二; "Galaxy X2" and "x200" stay codes). "©" is copyright / hak
+  cipta / 版权 / பதிப்புரிமை and the years after it are years ("© 2020-2025"; after the word itself only the
+  years). Malaysian address words before a name (Bkt, Sg, Bdr, Tg, Lbh, Psn, Kws: Bukit, Sungai, Bandar,
+  Tanjung, Lebuh, Persiaran, Kawasan) and a road's type after its name ("Old Klang Rd." Road, Ave, Blvd,
+  Hwy) are expanded in English and Malay; "St." is Street after a capitalised word that does not start its
+  sentence and Saint before a capitalised name elsewhere ("Main St." / "St. Mary's"), else it stays. Two
+  months joined by a dash are a range ("Jan-Mar" "January to March", "Januari hingga Mac", 一月到三月, ஜனவரி
+  முதல் மார்ச்; "Mei-Mei", a name, stays), and a short month before a year is its name ("Sept 2024"
+  "September twenty twenty four").
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

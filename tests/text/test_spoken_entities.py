@@ -268,6 +268,29 @@ ENGLISH = [
         "1M+ downloads, 10k+ reviews, a 5M file",
         "one million plus downloads, ten thousand plus reviews, a five M file",
     ),
+    (
+        "wait 30s, retry in 10s, every 5s, 30 s later",
+        "wait thirty seconds, retry in ten seconds, every five seconds, thirty seconds later",
+    ),
+    ("in her 30s, popular in 80s, '90s", "in her thirties, popular in eighties, 'nineties"),  # decades stay
+    ("iPhone 6s, 100s of people", "iPhone six S, hundreds of people"),
+    ("Teh Tarik x2, Roti Canai x3.", "Teh Tarik times two, Roti Canai times three."),
+    ("Galaxy X2, model x200", "Galaxy X two, model X two zero zero"),  # a product's name stays a code
+    (
+        "© 2025 Acme. Copyright © 2020-2025",
+        "copyright twenty twenty five Acme. Copyright twenty twenty to twenty twenty five",
+    ),
+    (
+        "12 Main St., visit St. Mary's on Old Klang Rd.",
+        "twelve Main Street, visit Saint Mary's on Old Klang Road.",
+    ),
+    ("I live on Main St. Then I moved.", "I live on Main Street. Then I moved."),
+    ("Bkt. Bintang, Sg. Buloh, Bdr Baru Bangi", "Bukit Bintang, Sungai Buloh, Bandar Baru Bangi"),
+    (
+        "Jan-Mar sales, Sept 2024, Q1 (Jan–Mar 2025)",
+        "January to March sales, September twenty twenty four, Q one (January to March twenty twenty five)",
+    ),
+    ("Mei-Mei, Press Start.", "Mei-Mei, Press Start."),
 ]
 
 MALAY = [
@@ -415,6 +438,9 @@ MALAY = [
         'SMS "DAFTAR" ke 15888, IP 10.0.0.1',
         'SMS "DAFTAR" ke satu lima lapan lapan lapan, IP satu kosong titik kosong titik kosong titik satu',
     ),
+    ("Sila tunggu 30s, lagu 80s", "Sila tunggu tiga puluh saat, lagu lapan puluhan"),
+    ("Teh Tarik x2, © 2025", "Teh Tarik darab dua, hak cipta dua ribu dua puluh lima"),
+    ("Jualan Jan-Mac di Lbh. Pantai", "Jualan Januari hingga Mac di Lebuh Pantai"),
 ]
 
 MANDARIN = [
@@ -522,6 +548,9 @@ MANDARIN = [
     ("研发 & 设计，R&D", "研发 和 设计，R&D"),  # letters glued to "&" stay Latin
     ("RM50 x 2", "五十令吉乘二"),
     ("IP地址192.168.1.1，短信发送到12345", "IP地址一九二点一六八点一点一，短信发送到一二三四五"),
+    ("等待30s，每5s", "等待三十秒，每五秒"),
+    ("拉茶x2，咖啡 x3", "拉茶乘二，咖啡 乘三"),
+    ("© 2025，Jan-Mar", "版权二零二五，一月到三月"),
 ]
 
 TAMIL = [
@@ -626,6 +655,8 @@ TAMIL = [
     ("RM50 x 2", "ஐம்பது ரிங்கிட் பெருக்கல் இரண்டு"),
     ("IP 10.0.0.1", "IP ஒன்று பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி பூஜ்ஜியம் புள்ளி ஒன்று"),
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
+    ("30s காத்திருக்கவும்", "முப்பது வினாடி காத்திருக்கவும்"),
+    ("காபி x2, Jan-Mar", "காபி பெருக்கல் இரண்டு, ஜனவரி முதல் மார்ச்"),
 ]
 
 

@@ -99,6 +99,8 @@ _PIECES = [
     " ringgit", "元", "块", " dollars", "about ~", "y/y", " YoY", "A+", "B-", "O", "AB", "blood ", "血型",
     "B-3-", "rd-", "th", "scale ", "/-", " @ ", "w/ ", "j", " x Teh", "exp ", "won ", "比分", "FY", " mi",
     "top-", "Q1-Q", "M+", "k+", " kcal", "IP ", "192.168.", "text ", " to ", " & ", "R&D",
+    "wait ", "s ", " s", "'", "every ", " x", "©", "Copyright ", "St. ", " St.", " Rd.", "Bkt ", "Jan-Mar ",
+    "Mac-", "Sept ", "lagu ", "等待",
 ]  # fmt: skip
 
 

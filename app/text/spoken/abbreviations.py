@@ -1,8 +1,9 @@
 """Common abbreviations of Malaysian English and Malay text, expanded in the span's language.
 
 Titles and address words are expanded only where the next word makes the reading certain (a
-capitalised name, a number); Mandarin and Tamil text keeps Latin-script titles as written and only
-expands company suffixes. Keys are the written form without dots and spaces.
+capitalised name, a number), a road's type only after its name ("Old Klang Rd."); Mandarin and Tamil
+text keeps Latin-script titles as written and only expands company suffixes. Keys are the written form
+without dots and spaces.
 """
 
 from __future__ import annotations
@@ -30,6 +31,18 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "Tkt": ("Tingkat", "Tingkat", None),
     "Sek": ("Seksyen", "Seksyen", None),
     "Bgn": ("Bangunan", "Bangunan", None),
+    "Bkt": ("Bukit", "Bukit", None),
+    "Sg": ("Sungai", "Sungai", None),
+    "Bdr": ("Bandar", "Bandar", None),
+    "Tg": ("Tanjung", "Tanjung", None),
+    "Lbh": ("Lebuh", "Lebuh", None),
+    "Psn": ("Persiaran", "Persiaran", None),
+    "Kws": ("Kawasan", "Kawasan", None),
+    "St": ("Street", "Street", None),  # after a road's name; before a name "Saint" (``entities``)
+    "Rd": ("Road", "Road", None),
+    "Ave": ("Avenue", "Avenue", None),
+    "Blvd": ("Boulevard", "Boulevard", None),
+    "Hwy": ("Highway", "Highway", None),
     "WP": ("Wilayah Persekutuan", "Wilayah Persekutuan", None),
     "samb": ("extension", "sambungan", None),
     "eg": ("for example", "contohnya", None),
@@ -60,7 +73,7 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "MoM": ("month on month", "bulan ke bulan", None),
 }
 # abbreviations whose dot may also end the sentence: the dot is kept there
-SENTENCE_FINAL = frozenset({"etc", "dll", "dsb"})
+SENTENCE_FINAL = frozenset({"etc", "dll", "dsb", "St", "Rd", "Ave", "Blvd", "Hwy"})
 
 _NAME = r"(?=\s[A-Z])"
 ABBREVIATION = "|".join(
@@ -70,7 +83,9 @@ ABBREVIATION = "|".join(
         rf"(?<![A-Za-z_.])(?:Dr|Prof|Mr|Mrs|Hj)(?:\.|{_NAME})",
         rf"(?<![A-Za-z_.])(?:En|Pn|Tn|Hjh)\.{_NAME}",
         r"(?<![A-Za-z_.])(?:Jln|Lrg)\.?(?=\s[A-Z0-9])",
-        rf"(?<![A-Za-z_.])(?:Tmn|Kg|Kpg|Bgn)\.?{_NAME}",
+        rf"(?<![A-Za-z_.])(?:Tmn|Kg|Kpg|Bgn|Bkt|Sg|Bdr|Tg|Lbh|Psn|Kws)\.?{_NAME}",
+        r"(?<=[A-Za-z0-9] )(?:Rd|Ave|Blvd|Hwy)\.?(?![\w&@-])",  # "Old Klang Rd."
+        r"(?<![A-Za-z_.])St\.(?=\s[A-Z]|[\s,;:)]|$)",  # "Main St.", "St. Mary"
         r"(?<![A-Za-z_.])(?:Tkt|Sek)\.?(?=\s[A-Z0-9])",
         r"(?<![A-Za-z_.])W\.P\.(?=\s[A-Z])",
         r"(?<![A-Za-z_.])samb\.?(?=\s?\d)",

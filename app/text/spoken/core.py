@@ -124,10 +124,11 @@ def _candidates(text: str) -> list[int]:
     if "#" in text or "*" in text:
         for hint in KEYPAD_KEY.finditer(text):
             found.add(hint.start())
-    at = text.find("&")
-    while at >= 0:  # "salt & pepper", "R&D" (the entity pattern decides)
-        found.add(at)
-        at = text.find("&", at + 1)
+    for sign in "&©":  # "salt & pepper", "R&D" (the entity pattern decides), "© 2025"
+        at = text.find(sign)
+        while at >= 0:
+            found.add(at)
+            at = text.find(sign, at + 1)
     if "+" in text or "-" in text or "\u2212" in text:
         for hint in GRADE_HINT.finditer(text):
             found.add(hint.start())

@@ -92,6 +92,7 @@ _KEYS = re.compile(r"\d+|[*#]")
 _KEYPAD_WORD = re.compile(r"(?i:\b(?:press|tekan|dial|pilih)\b)|按|拨|அழுத்த")
 _RUN = re.compile(r"[A-Za-z]+|\d+|[^A-Za-z\d]")
 _WORDS = re.compile(r"[A-Za-z]+")
+_PREVIOUS_WORD = re.compile(r"(\S?)\s*([A-Za-z]\w*)\s+$")  # the word before a number, and what precedes it
 _PERIOD_CODE = re.compile(r"Q[1-4]|H[12]|FY")
 _ALNUM_RUN = re.compile(r"[A-Za-z]+|\d+")
 _DIGIT_RUN = re.compile(r"\d+")
@@ -196,6 +197,9 @@ def _url(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _abbr(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     written = m.group()
     spoken = expand(written, sp.code)
+    if written == "St." and not _after_name(text, m.start()):  # before a saint's name, or left
+        saint = text.startswith(" ", m.end()) and text[m.end() + 1 : m.end() + 2].isupper()
+        return ("Saint" if saint and sp.code in ("en", "ms") else written), m.end()
     if spoken != written and written.endswith("."):
         if written.rstrip(".").replace(".", "") in SENTENCE_FINAL:
             spoken += _dot_kept(written, text, m.end())
@@ -621,8 +625,26 @@ def _ta_ordinal(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return numbers_ta.ordinal(int(m["tn"]), suffix), m.end()
 
 
+_SECONDS_CUE = re.compile(
+    r"(?:\b(?i:wait|waiting|waited|every|after|within|for|in|take|takes|took|taking|last|lasts|lasted|about"
+    r"|around|another|only|just|first|next|timeout|delay|retry|countdown|tunggu|menunggu|setiap|selepas"
+    r"|dalam|selama|sekitar|hanya|cuma)|等待|等|每|后|内|约|倒计时|超时|காத்திரு\w*)\s?$"
+)  # "wait 30s", "tunggu 30s", 等待30s: seconds, not a decade
+_DECADE_CONTEXT = re.compile(
+    r"\b(?i:born|lahir|grew|raised|era|zaman|music|muzik|lagu|songs?|fashion|fesyen|style|popular|famous"
+    r"|hits|decade|dekad|tahun)\b"
+)  # "popular in 80s", "lahir 80s": a decade even after a seconds cue
+_MANY = {"100": "hundreds", "1000": "thousands"}  # "100s of people"
+
+
 def _decade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "the 80s" "the eighties", "1990s"; "wait 30s" "wait thirty seconds" (``_seconds_meant``); "100s of"
+    "hundreds of"."""
     written = m["dec"]
+    if sp.code == "en" and written in _MANY and text.startswith(" of ", m.end()):
+        return _MANY[written], m.end()
+    if _seconds_meant(text, m.start(), written, sp.code) and "'" not in m.group():
+        return _seconds(sp, written), m.end()
     value = int(written)
     if sp.code == "zh":
         return (sp.digits(written) if len(written) == 4 else sp.cardinal(value)) + "年代", m.end()
@@ -630,6 +652,40 @@ def _decade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         spoken = sp.year(value) if len(written) == 4 else sp.cardinal(value)
         return (spoken[:-1] + "ies" if spoken.endswith("y") else spoken + "s"), m.end()
     return sp.cardinal(value) + ("an" if sp.code == "ms" else "கள்"), m.end()
+
+
+def _seconds_meant(text: str, start: int, written: str, code: str) -> bool:
+    """Whether a whole number of tens and an "s" ("30s") is seconds: three digits (no such decade), or, in
+    two, after a seconds cue (in Mandarin and Tamil, which write decades otherwise, also without one),
+    unless a word of years or eras comes before it; four digits and "'90s" are decades."""
+    if len(written) == 4 or (start and text[start - 1] in "'\u2019"):
+        return False
+    if len(written) == 3:
+        return True
+    if _DECADE_CONTEXT.search(text, max(0, start - 32), start):
+        return False
+    return code in ("zh", "ta") or _cued(text, start, _SECONDS_CUE)
+
+
+def _seconds(sp: Speaker, written: str) -> str:
+    return sp.unit(sp.quantity(written), written, "sec")
+
+
+def _whole_seconds(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "every 5s", "30 s later": seconds; after a product's name ("iPhone 6s": a word with a capital
+    inside, or a capitalised word not starting its sentence) a code, its letter spelled."""
+    found = _PREVIOUS_WORD.search(text, max(0, m.start() - 32), m.start())
+    if found:
+        before, word = found[1], found[2]
+        if any(c.isupper() for c in word[1:]) or (word[0].isupper() and before not in ("", ".", "!", "?")):
+            return _code_parts(sp, m.group().replace(" ", "")), m.end()
+    return _seconds(sp, m["ws"]), m.end()
+
+
+def _after_name(text: str, start: int) -> bool:
+    """Whether a capitalised word that does not start its sentence ends just before ``start``."""
+    found = _PREVIOUS_WORD.search(text, max(0, start - 32), start)
+    return bool(found) and found[2][0].isupper() and found[1] not in ("", ".", "!", "?")
 
 
 def _hours_minutes(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -649,6 +705,11 @@ def _kilo(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _quantity(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """A count before an item, as on a receipt: "2 x Teh Tarik" -> "two Teh Tarik" (the "x" is not said)."""
     return sp.cardinal(int(m["qn"])), m.end()
+
+
+def _quantity_after(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A count after an item: "Teh Tarik x2" -> "Teh Tarik times two" ("darab", 乘, as an instalment's)."""
+    return sp.join([sp.arithmetic_words["×"], sp.cardinal(int(m["qa"]))]), m.end()
 
 
 def _times(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -793,6 +854,17 @@ def _at(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.at_word + ("" if text[m.end() : m.end() + 1].isspace() else sp.word_space), m.end()
 
 
+def _copyright(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "© 2025" -> "copyright twenty twenty five" ("hak cipta", 版权, பதிப்புரிமை): the years after it are
+    years ("© 2020-2025": a range of them); after the word itself ("Copyright © 2025") only the years."""
+    years = [sp.year(int(year)) for year in (m["cy"], m["cy2"]) if year]
+    spoken = sp.range(*years) if len(years) == 2 else "".join(years)
+    said = text[max(0, m.start() - 16) : m.start()].rstrip().lower().endswith(sp.copyright_word.lower())
+    if said and not spoken:  # "Copyright © Acme": the sign and its space go
+        return "", m.end() + text.startswith(" ", m.end())
+    return sp.join([spoken] if said else [sp.copyright_word, spoken]), m.end()
+
+
 def _amp(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "&" between words: "salt & pepper" -> "salt and pepper" ("dan", 和, மற்றும்); between capitals only in
     English and Malay ("R&D" -> "R and D", "R dan D"), where the letters are read as Latin."""
@@ -831,6 +903,17 @@ def _days(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if m["wd"]:
         return sp.weekdays[WEEKDAYS[m["wd"]]], m.end()
     return sp.range(sp.weekdays[WEEKDAYS[m["wa"]]], sp.weekdays[WEEKDAYS[m["wb"]]]), m.end()
+
+
+def _months(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """ "Jan-Mar" -> "January to March" ("Januari hingga Mac", 一月到三月); "Jan 2025": the month's name
+    (the year after it is read as one)."""
+    if m["mc"]:
+        return sp.months[MONTHS[m["mc"]] - 1], m.end()
+    low, high = MONTHS[m["ma"]], MONTHS[m["mb"]]
+    if low == high:  # "Mei-Mei": a name
+        return m.group(), m.end()
+    return sp.range(sp.months[low - 1], sp.months[high - 1]), m.end()
 
 
 def _tz(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -1058,7 +1141,8 @@ def _year_context(text: str, start: int) -> bool:
     for _ in range(_YEAR_CHAIN):
         token = text[max(0, start - 16) : start].split()[-1:]
         word = token[0].strip(",.;:()") if token else ""
-        if word.lower() in YEAR_CUES or word in MONTHS or bool(_PERIOD_CODE.fullmatch(word)):
+        month = word.replace("–", "-").rpartition("-")[2].rstrip(".")  # "Mar", "Jan-Mar", "Jan.–Mar."
+        if word.lower() in YEAR_CUES or month in MONTHS or bool(_PERIOD_CODE.fullmatch(word)):
             return True
         joined = _YEAR_BEFORE.search(text, max(0, start - 24), start)
         if joined is None:
@@ -1096,11 +1180,12 @@ HANDLERS: dict[str, Handler] = {
     "email": _email, "url": _url, "abbr": _abbr, "money": _money, "hash": _hash, "ke": _ke, "mdate": _mdate,
     "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
-    "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio, "range": _range,
-    "outof": _out_of, "height": _height, "days": _days, "tz": _tz,
+    "wsec": _whole_seconds, "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio,
+    "range": _range, "outof": _out_of, "height": _height, "days": _days, "months": _months, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
     "hmin": _hours_minutes,
-    "grade": _grade, "approx": _approx, "at": _at, "amp": _amp, "qty": _quantity, "zh_dash": _zh_dash,
+    "grade": _grade, "approx": _approx, "at": _at, "amp": _amp, "copy": _copyright, "qty": _quantity,
+    "qty_after": _quantity_after, "zh_dash": _zh_dash,
     "or_more": _or_more, "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,

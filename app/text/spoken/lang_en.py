@@ -32,6 +32,7 @@ class English(Speaker):
     hash_word = "hash"
     approx_word = "about"
     and_word = "and"
+    copyright_word = "copyright"
     at_word = "at"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "at least",
@@ -49,6 +50,7 @@ class English(Speaker):
         "=": "equals",
     }
     weekdays = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    months = _MONTHS
     or_more_template = "{n} plus"
     out_of_template = "{a} out of {b}"
     feet_inches_template = "{ft} foot {inch}"

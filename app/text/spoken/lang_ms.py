@@ -35,6 +35,7 @@ class Malay(Speaker):
     hash_word = "pagar"
     approx_word = "lebih kurang"
     and_word = "dan"
+    copyright_word = "hak cipta"
     at_word = "pada"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "sekurang-kurangnya",
@@ -52,6 +53,7 @@ class Malay(Speaker):
         "=": "sama dengan",
     }
     weekdays = ("Isnin", "Selasa", "Rabu", "Khamis", "Jumaat", "Sabtu", "Ahad")
+    months = _MONTHS
     or_more_template = "{n} ke atas"
     out_of_template = "{a} daripada {b}"
     feet_inches_template = "{ft} kaki {inch} inci"

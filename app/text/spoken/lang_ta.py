@@ -50,6 +50,7 @@ class Tamil(Speaker):
     hash_word = "ஹாஷ்"
     approx_word = "சுமார்"
     and_word = "மற்றும்"
+    copyright_word = "பதிப்புரிமை"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "குறைந்தது",
         "≤": "அதிகபட்சம்",
@@ -64,6 +65,7 @@ class Tamil(Speaker):
         "=": "சமம்",
     }
     weekdays = ("திங்கள்", "செவ்வாய்", "புதன்", "வியாழன்", "வெள்ளி", "சனி", "ஞாயிறு")
+    months = _MONTHS
     feet_inches_template = "{ft} அடி {inch} அங்குலம்"
     hour_word = "மணி"
     percent_template = "{n} சதவீதம்"

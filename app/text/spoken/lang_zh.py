@@ -36,6 +36,7 @@ class Mandarin(Speaker):
     hash_word = "井号"
     approx_word = "约"
     and_word = "和"
+    copyright_word = "版权"
     comparison_words: ClassVar[dict[str, str]] = {
         "≥": "不少于",
         "≤": "不超过",
@@ -53,6 +54,7 @@ class Mandarin(Speaker):
         "=": "等于",
     }
     weekdays = ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日")
+    months = tuple(numbers_zh.cardinal(n) + "月" for n in range(1, 13))  # 一月 ... 十二月
     or_more_template = "{n}以上"
     out_of_template = "{b}分之{a}"
     feet_inches_template = "{ft}英尺{inch}英寸"

@@ -123,6 +123,22 @@ amount's reading already names it (``entities``)."""
 COMPARISON = re.compile(rf"[≥≤<>±≈](?=\s?(?:\d|{_CUR}))")
 _CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # ISO 4217 codes: MYR, USD
 _MONTH = _alternation(MONTHS)
+_SHORT_MONTHS = (
+    "Jan",
+    "Feb",
+    "Mar",
+    "Apr",
+    "Jul",
+    "Aug",
+    "Ogo",
+    "Sep",
+    "Sept",
+    "Oct",
+    "Okt",
+    "Nov",
+    "Dec",
+    "Dis",
+)
 _PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
 _DASH = r"\s?[-–~～]\s?"  # a tilde between numbers is a range too: "22~30℃"
 RANGE_DASH = re.compile(_DASH)
@@ -243,6 +259,11 @@ _ALTERNATIVES = (
         rf"|(?P<wd>{_DAY_SHORT})\.?(?=,?\s{_DATE_OR_TIME}))",
     ),
     (
+        "months",  # "Jan-Mar", "Jan 2025" (a short month before a year; the year is read after it)
+        rf"(?<![\w.])(?:(?P<ma>{_MONTH})\.?\s?[-–]\s?(?P<mb>{_MONTH})\.?(?!\w)"
+        rf"|(?P<mc>{_alternation(_SHORT_MONTHS)})\.?(?=\s(?:19|20)\d\d(?!\d)))",
+    ),
+    (
         "tz",
         r"(?<![\w.])(?P<tzn>GMT|UTC)\s?(?P<tzs>[+\u2212-])\s?(?P<tzh>1[0-4]|0?\d)(?::?(?P<tzm>[0-5]\d))?(?!\w)",
     ),
@@ -252,6 +273,7 @@ _ALTERNATIVES = (
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
     ("at", rf"(?<=\s)@(?=\s?(?:\d|{_CUR}))"),  # "Call me @ 5pm", "12 @ RM2.50"
     ("amp", r"(?<=\s)&(?=\s)|(?<=[A-Z])&(?=[A-Z])"),  # "salt & pepper", "R&D"
+    ("copy", r"©(?:\s?(?P<cy>1[89]\d\d|20\d\d)(?:\s?[-–]\s?(?P<cy2>1[89]\d\d|20\d\d))?(?![\d.,]\d|\d))?"),
     ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
     (
@@ -317,11 +339,17 @@ _ALTERNATIVES = (
     ("ordinal", r"(?<![\w.,])(?P<on>\d{1,3}(?:,\d{3})+|\d+)(?:st|nd|rd|th)(?![A-Za-z])"),
     ("ta_ordinal", r"(?<![\w.])(?P<tn>\d+)-?(?P<ts>ஆம்|ஆவது|வது|ம்)"),
     ("decade", r"(?<![\w.])(?P<dec>\d{0,2}\d0)'?s(?![\w])"),
+    ("wsec", r"(?<![\w.])(?P<ws>\d+)(?:s|\ss)(?![\w/'\u2019])"),  # "5s", "30 s": seconds ("30s": ``decade``)
     ("hmin", r"(?<![\w.])(?P<hmh>\d+)\s?h\s?(?P<hmm>[0-5]?\d)\s?m(?:in|ins)?(?![\w])"),  # "2h 15m"
     ("kilo", r"(?<![\w.])(?P<kv>\d+(?:\.\d+)?)[kK](?P<kmore>\+)?(?![\w])"),  # "10k", "10k+"
     # "3.4M", "2bn", "1M+" (a whole number of millions only with "bn"/"mil" or "+": "5M" may be a size)
     ("mega", r"(?<![\w.])(?P<gv>\d+\.\d+|\d+(?=bn|mil|[MB]\+))(?P<gs>M|B|bn|mil)(?P<gmore>\+)?(?![\w])"),
     ("qty", r"(?<![\w.,])(?P<qn>\d{1,3})\s?[x×](?=\s[A-Z][a-z])"),  # a receipt's count: "2 x Teh Tarik"
+    (
+        "qty_after",  # after the item: "Teh Tarik x2", 拉茶x2
+        r"(?:(?<=[A-Za-z)\u0b80-\u0bff] )|(?<=[\u4e00-\u9fff])|(?<=[\u4e00-\u9fff] ))x(?P<qa>[1-9]\d?)"
+        r"(?![\w/:]|[.,]\d)",
+    ),
     ("times", rf"(?<![\w.])(?P<xv>\d+(?:\.\d+)?)(?:x(?![\w])|\s?x(?=\s?(?:{_CUR})\d))"),
     ("outof", r"(?<![\w/.])(?P<oa>\d+\.\d+)/(?P<ob>\d+)(?![\w/]|\.\d)"),
     (
@@ -349,12 +377,13 @@ _ALTERNATIVES = (
 )
 
 _LETTER_START = (
-    "email", "url", "abbr", "money", "days", "tz", "hash", "ke", "mdate", "version", "plate", "code", "grade",
+    "email", "url", "abbr", "money", "days", "tz", "hash", "ke", "mdate", "version", "plate", "qty_after",
+    "code", "grade", "months",
 )  # fmt: skip
 _OTHER_START = tuple(
     name
     for name, _ in _ALTERNATIVES
-    if name not in ("abbr", "days", "tz", "ke", "mdate", "version", "plate", "code")
+    if name not in ("abbr", "days", "months", "tz", "ke", "mdate", "version", "plate", "qty_after", "code")
 )
 
 
@@ -409,6 +438,18 @@ ABBREVIATION_HINT = re.compile(
             "Tmn",
             "Kpg",
             "Bgn",
+            "Bkt",
+            "Sg",
+            "Bdr",
+            "Tg",
+            "Lbh",
+            "Psn",
+            "Kws",
+            "St.",
+            "Rd",
+            "Ave",
+            "Blvd",
+            "Hwy",
             "Tkt",
             "Sek",
             "W.P.",
@@ -437,6 +478,7 @@ ABBREVIATION_HINT = re.compile(
             "w/",
         )
     )
+    + r"|Jan|Feb|Ma[rcy]|Apr|Ju[nl]|Aug|Ogo|Sep|O[ck]t|Nov|De[c]|Dis|Mei"  # the months' names start so
 )
 # a word right before a number (one space) that may start its entity: "RM 500", "No. 12", "September 12"
 PREFIX_WORDS = frozenset([*CURRENCIES, *MONTHS, "No", "no", "#"])

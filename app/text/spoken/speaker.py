@@ -48,11 +48,13 @@ class Speaker:
     units: ClassVar[dict[str, tuple[str, str]]] = {}  # key -> (template for 1, template for other values)
     per_units: ClassVar[dict[str, str]] = {}  # key -> "{n} per kilogram"
     weekdays: tuple[str, ...] = ()  # Monday first
+    months: tuple[str, ...] = ()  # January first
     star_word = ""  # "*123#": the keys of a phone service code
     hash_word = ""
     approx_word = ""  # "~8" -> "about eight"
     at_word = ""  # "@ 5pm", "12 @ RM2.50": "at" (none: the sign stays)
     and_word = ""  # "salt & pepper": "and" (none: the sign stays)
+    copyright_word = "©"  # "© 2025": "copyright" (none: the sign stays)
     word_space = " "  # between two words ("" in Mandarin)
     comparison_words: ClassVar[dict[str, str]] = {}  # "≥" -> "at least", before a number
     arithmetic_words: ClassVar[dict[str, str]] = {}  # "+", "-", "×", "÷", "=" between numbers: "1+1=2"
