@@ -690,7 +690,7 @@ _EN_2 = [
      "p m.", "phone time"),
     ("The sale runs from 1/12 to 15/12.",
      "The sale runs from the first of December to the fifteenth of December.", "date"),
-    ("Room 305 is on level 3.", "Room three hundred five is on level three.", "cardinal"),
+    ("Room 305 is on level 3.", "Room three oh five is on level three.", "cardinal"),
     ("We received 2,500 complaints in Q3 2025.",
      "We received two thousand five hundred complaints in Q three twenty twenty "
      "five.", "cardinal code year"),

@@ -291,6 +291,14 @@ ENGLISH = [
         "January to March sales, September twenty twenty four, Q one (January to March twenty twenty five)",
     ),
     ("Mei-Mei, Press Start.", "Mei-Mei, Press Start."),
+    (
+        "arrives Tue 3/12, or Wednesday, 4/12",
+        "arrives Tuesday the third of December, or Wednesday, the fourth of December",
+    ),
+    (
+        "Room 1205, Suite 305, Room 300, holds 120 people",
+        "Room twelve oh five, Suite three oh five, Room three hundred, holds one hundred twenty people",
+    ),
 ]
 
 MALAY = [
@@ -441,6 +449,8 @@ MALAY = [
     ("Sila tunggu 30s, lagu 80s", "Sila tunggu tiga puluh saat, lagu lapan puluhan"),
     ("Teh Tarik x2, © 2025", "Teh Tarik darab dua, hak cipta dua ribu dua puluh lima"),
     ("Jualan Jan-Mac di Lbh. Pantai", "Jualan Januari hingga Mac di Lebuh Pantai"),
+    ("Selasa 3/12, Bilik 1205", "Selasa tiga Disember, Bilik satu dua kosong lima"),
+    ("RM1.2J, RM3 Juta", "satu perpuluhan dua juta ringgit, tiga juta ringgit"),
 ]
 
 MANDARIN = [
@@ -551,6 +561,7 @@ MANDARIN = [
     ("等待30s，每5s", "等待三十秒，每五秒"),
     ("拉茶x2，咖啡 x3", "拉茶乘二，咖啡 乘三"),
     ("© 2025，Jan-Mar", "版权二零二五，一月到三月"),
+    ("周二3/12，房间1205，302室，3房2厅", "周二 十二月三日，房间一二零五，三零二室，三房二厅"),
 ]
 
 TAMIL = [
@@ -657,6 +668,7 @@ TAMIL = [
     ("விலை ரூ. 1,500/- மட்டும்", "விலை ஆயிரத்து ஐநூறு ரூபாய் மட்டும்"),
     ("30s காத்திருக்கவும்", "முப்பது வினாடி காத்திருக்கவும்"),
     ("காபி x2, Jan-Mar", "காபி பெருக்கல் இரண்டு, ஜனவரி முதல் மார்ச்"),
+    ("அறை 1205", "அறை ஒன்று இரண்டு பூஜ்ஜியம் ஐந்து"),
 ]
 
 
@@ -685,7 +697,7 @@ def test_tamil(text: str, spoken: str) -> None:
     [
         ("Call us on 03-2161 1234.", "Call us on zero three two one six one one two three four."),
         ("Dial 999 now.", "Dial nine nine nine now."),
-        ("Room 305.", "Room three hundred five."),
+        ("Room 305.", "Room three oh five."),
         ("In Q3 2025 we grew.", "In Q three twenty twenty five we grew."),
         ("It ends at 3 p.m.", "It ends at three p m."),
         ("Bring pens, paper, etc.", "Bring pens, paper, et cetera."),

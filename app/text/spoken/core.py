@@ -43,6 +43,8 @@ from app.text.spoken.speaker import SIGNS, Speaker
 __all__ = ["normalize_spoken", "speaker_for"]
 
 _SPEAKERS: dict[str, Speaker] = {s.code: s for s in (English(), Malay(), Mandarin(), Tamil())}
+_CHINESE_DIGITS = frozenset("〇零一二三四五六七八九两")
+_CHINESE_NUMERALS = frozenset("〇零一二三四五六七八九两十百千")
 _GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥￥₹฿₩#*~+-.\u2212")
 _EMAIL_GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 _NOT_URL = frozenset(" \t\n\r(<\"'[")
@@ -287,8 +289,12 @@ def _read_at(text: str, start: int, sentences: _Sentences) -> tuple[str, int] | 
 
 
 def _spaced(text: str, start: int, end: int, spoken: str) -> tuple[str, int]:
-    """``spoken`` with a space where it would touch a Latin letter or digit of the text around it."""
-    if spoken and start > 0 and _is_latin(text[start - 1]) and _is_latin(spoken[0]):
+    """``spoken`` with a space where it would touch a Latin letter or digit of the text around it, or
+    where a Chinese digit before it would run into its own (周二 and 十二月三日: 周二 十二月三日)."""
+    before = text[start - 1] if spoken and start > 0 else ""
+    if (_is_latin(before) and _is_latin(spoken[0])) or (
+        before in _CHINESE_DIGITS and spoken[0] in _CHINESE_NUMERALS
+    ):
         spoken = " " + spoken
     if spoken and end < len(text) and _is_latin(text[end]) and _is_latin(spoken[-1]):
         spoken += " "

@@ -48,7 +48,8 @@ Handler = Callable[[re.Match[str], Speaker, str], tuple[str, int]]
 
 _SCALES = {
     "k": "k", "K": "k", "thousand": "k", "ribu": "k", "mil": "m", "million": "m", "mn": "m", "m": "m",
-    "M": "m", "juta": "m", "j": "m", "bil": "b", "billion": "b", "bilion": "b", "bn": "b", "b": "b", "B": "b",
+    "M": "m", "juta": "m", "Juta": "m", "j": "m", "J": "m", "bil": "b", "billion": "b", "bilion": "b",
+    "bn": "b", "b": "b", "B": "b",
     "மில்லியன்": "m", "பில்லியன்": "b", "crore": "cr", "crores": "cr", "கோடி": "cr", "lakh": "lk",
     "lakhs": "lk", "லட்சம்": "lk", "百万": "m", "千万": "qw", "万": "wan", "亿": "yi",
     "trillion": "t", "trilion": "t", "tn": "t", "டிரில்லியன்": "t", "万亿": "t",
@@ -62,6 +63,7 @@ _DATE_CUES = frozenset((
     "hingga", "sehingga", "sebelum", "selepas", "mulai", "bermula",
 ))  # fmt: skip
 _ZH_DATE_CUES = ("在", "于", "至", "到", "从", "截止", "日期", "前")
+_ZH_WEEKDAY_BEFORE = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天][，,]?\s?$")
 # words before a number read digit by digit in Mandarin and Tamil, and how far back they are looked for
 _SCRIPT_DIGIT_CUES: dict[str, tuple[tuple[str, ...], int]] = {
     "zh": (("号码", "账号", "编号", "订单", "验证码", "密码", "卡号", "单号", "电话", "邮编", "邮政编码"), 6),
@@ -727,7 +729,8 @@ _NOT_SCORE_AFTER = re.compile(r"\s?(?:times|kali|次|முறை)")  # "menang 
 
 
 def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """a/b: "24/7", "20/20", a split ("50/50", "60/40"), a season ("2024/25"), a date (d/m), a card's
+    """a/b: "24/7", "20/20", a split ("50/50", "60/40"), a season ("2024/25"), a date (d/m; after a date
+    word or a weekday, or when it cannot be a proper fraction), a card's
     expiry after an expiry word ("exp 08/27" "zero eight twenty seven"), a score ("score: 8/10"), else a
     fraction."""
     a, b = int(m["sa"]), int(m["sb"])
@@ -741,9 +744,11 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if 1900 <= a <= 2099 and (b == a + 1 or (len(m["sb"]) == 2 and b == (a + 1) % 100)):
         return sp.range(sp.year(a), sp.year(b)), m.end()  # a season or fiscal year: 2024/25
     previous = _previous_words(text, m.start(), 1)
-    cue = (previous and previous[0].lower() in _DATE_CUES) or text[
-        max(0, m.start() - 2) : m.start()
-    ].endswith(_ZH_DATE_CUES)
+    cue = (
+        (previous and (previous[0].lower() in _DATE_CUES or previous[0] in WEEKDAYS))  # "Tue 3/12"
+        or text[max(0, m.start() - 2) : m.start()].endswith(_ZH_DATE_CUES)
+        or _ZH_WEEKDAY_BEFORE.search(text, max(0, m.start() - 5), m.start()) is not None  # 周二3/12
+    )
     if 1 <= a <= 31 and 1 <= b <= 12 and (cue or a > b) and not UNIT_AFTER.match(text, m.end()):
         return _with_range((sp.date(a, b, None), m.end()), sp, text, _DAY_MONTH_DATES)  # "24/2 - 27/3/2025"
     if b == 0:
@@ -1076,6 +1081,18 @@ _IP_ADDRESS = re.compile(r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5
 _SHORT_CODE_CUE = re.compile(
     r"(?:\b(?i:sms|text|txt|whatsapp|reply|balas|hantar|send)\b\D{0,24}\b(?i:to|ke)|短信\D{0,12}(?:发送?到|至))\s*$"
 )
+_ROOM_CUE = re.compile(r"(?:\b(?i:room|suite|bilik|kamar)(?:\s?(?i:no)\.?)?|房间|房号|அறை)\s?#?$")
+
+
+def _room_number(sp: Speaker, value: str) -> str:
+    """A room's number of three or four digits: in English its hundreds, then the rest as a clock's minutes
+    ("305" "three oh five", "1205" "twelve oh five", "1210" "twelve ten", "300" "three hundred"); in the
+    other languages digit by digit, as they say it."""
+    if sp.code != "en":
+        return sp.digits(value)
+    head, tail = int(value[:-2]), int(value[-2:])
+    rest = "hundred" if tail == 0 else ("oh " if tail < 10 else "") + sp.cardinal(tail)
+    return f"{sp.cardinal(head)} {rest}"
 
 
 def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
@@ -1095,6 +1112,8 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         return sp.number(value), end
     if 4 <= len(value) <= 6 and _SHORT_CODE_CUE.search(text, max(0, start - 40), start):
         return sp.digits(value), end  # an SMS short code: "text STOP to 32728"
+    if 3 <= len(value) <= 4 and (_cued(text, start, _ROOM_CUE) or text.startswith(("室", "号房"), end)):
+        return _room_number(sp, value), end  # "Room 1205", "Bilik 305", 302室
     if sp.code == "ms" and _MALAY_CLOCK.match(text, end) and 1 <= int(value) <= 12:
         clock = _MALAY_CLOCK.match(text, end)
         previous = [word.lower() for word in _previous_words(text, start, 1)]

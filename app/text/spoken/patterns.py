@@ -109,7 +109,7 @@ _NUM = r"(?:\d{1,2}(?:,\d\d)+,\d{3}(?:\.\d+)?|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?
 _DOTTED = r"\d{1,3}(?:\.\d{3}){2,}(?:,\d{1,2})?(?!\d|\.\d)"  # thousands grouped with dots: Rp1.500.000
 _AMPM = r"(?:[aApP]\.?[mM]\.?)(?![A-Za-z])"
 _SCALE = (
-    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|j|trillion|trilion|tn|டிரில்லியன்|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்"
+    r"(?:k|K|thousand|ribu|mil|million|mn|m|M|juta|Juta|j|J|trillion|trilion|tn|டிரில்லியன்|bil|billion|bilion|bn|b|B|மில்லியன்|பில்லியன்"
     r"|crores?|lakhs?|கோடி|லட்சம்|百万|千万|万亿|万|亿)(?![A-Za-z])"
 )
 _CUR = _alternation(CURRENCIES)
