@@ -201,7 +201,8 @@ script; the rest is measured on every run).
   would run together). A room's number of three or four digits after room, suite, bilik, kamar, 房间, அறை
   (or before 室) is said as on a door: in English its hundreds and then the rest as a clock's minutes ("Room
   1205" "twelve oh five", "Suite 305" "three oh five"), in the other languages digit by digit. "J" and
-  "Juta" after an amount are juta ("RM1.2J").
+  "Juta" after an amount are juta ("RM1.2J"). "min", "max" and "maks" before an amount or a number are
+  minimum / maximum ("min. RM10" "minimum ten ringgit", "maksimum"); after a number "min" stays minutes.
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -299,6 +299,10 @@ ENGLISH = [
         "Room 1205, Suite 305, Room 300, holds 120 people",
         "Room twelve oh five, Suite three oh five, Room three hundred, holds one hundred twenty people",
     ),
+    (
+        "Top up min. RM10 (max 3 per day); cook 5 min 30 s",
+        "Top up minimum ten ringgit (maximum three per day); cook five minutes thirty seconds",
+    ),
 ]
 
 MALAY = [
@@ -451,6 +455,7 @@ MALAY = [
     ("Jualan Jan-Mac di Lbh. Pantai", "Jualan Januari hingga Mac di Lebuh Pantai"),
     ("Selasa 3/12, Bilik 1205", "Selasa tiga Disember, Bilik satu dua kosong lima"),
     ("RM1.2J, RM3 Juta", "satu perpuluhan dua juta ringgit, tiga juta ringgit"),
+    ("Tambah nilai min. RM10, maks 3 orang", "Tambah nilai minimum sepuluh ringgit, maksimum tiga orang"),
 ]
 
 MANDARIN = [

@@ -100,7 +100,7 @@ _PIECES = [
     "B-3-", "rd-", "th", "scale ", "/-", " @ ", "w/ ", "j", " x Teh", "exp ", "won ", "比分", "FY", " mi",
     "top-", "Q1-Q", "M+", "k+", " kcal", "IP ", "192.168.", "text ", " to ", " & ", "R&D",
     "wait ", "s ", " s", "'", "every ", " x", "©", "Copyright ", "St. ", " St.", " Rd.", "Bkt ", "Jan-Mar ",
-    "Mac-", "Sept ", "lagu ", "等待", "Tue ", "周二", "Room ", "室", "J", " Juta",
+    "Mac-", "Sept ", "lagu ", "等待", "Tue ", "周二", "Room ", "室", "J", " Juta", "min. ", " max ", "maks ",
 ]  # fmt: skip
 
 

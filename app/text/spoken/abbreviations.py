@@ -50,6 +50,12 @@ _TABLE: dict[str, tuple[str, str, str | None]] = {
     "etc": ("et cetera", "dan lain-lain", None),
     "vs": ("versus", "lawan", None),
     "approx": ("approximately", "lebih kurang", None),
+    "min": ("minimum", "minimum", None),
+    "Min": ("Minimum", "Minimum", None),
+    "max": ("maximum", "maksimum", None),
+    "Max": ("Maximum", "Maksimum", None),
+    "maks": ("maximum", "maksimum", None),
+    "Maks": ("Maximum", "Maksimum", None),
     "incl": ("including", "termasuk", None),
     "Approx": ("Approximately", "Lebih kurang", None),
     "Incl": ("Including", "Termasuk", None),
@@ -92,6 +98,8 @@ ABBREVIATION = "|".join(
         r"(?<![A-Za-z_.])(?:e\.g|i\.e|etc|[Aa]pprox|[Ii]ncl|[Ee]xcl|cth|p\.a)\.",
         r"(?<![A-Za-z_.])(?:dll|dsb)\.?(?!\w)",
         r"(?<![A-Za-z_.])vs\.?(?=\s)",
+        # "min. RM10", "maks 3" (after a number "min" is minutes)
+        r"(?<![\w.])(?<!\d )(?:[Mm]in|[Mm]ax|[Mm]aks)\.?(?=\s?(?:RM|\$|\d))",
         r"(?<![A-Za-z_.])[Ee]xt\.?(?=\s?\d)",
         r"(?<=\d )mlm(?!\w)",  # nights, "3 hari 2 mlm" (a clock time takes it first: "8.30 mlm")
         r"(?<![\w/])w/o?(?=\s)",  # "coffee w/ milk", "w/o sugar"
