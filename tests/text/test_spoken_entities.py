@@ -303,6 +303,9 @@ ENGLISH = [
         "Top up min. RM10 (max 3 per day); cook 5 min 30 s",
         "Top up minimum ten ringgit (maximum three per day); cook five minutes thirty seconds",
     ),
+    ("Account no: 1234-5678-9012", "Account no: one two three four five six seven eight nine zero one two"),
+    ("policy 12-3456789-01", "policy one two three four five six seven eight nine zero one"),
+    ("10-20-30 reps", "ten-twenty-thirty reps"),  # short groups stay numbers
 ]
 
 MALAY = [
@@ -567,6 +570,7 @@ MANDARIN = [
     ("拉茶x2，咖啡 x3", "拉茶乘二，咖啡 乘三"),
     ("© 2025，Jan-Mar", "版权二零二五，一月到三月"),
     ("周二3/12，房间1205，302室，3房2厅", "周二 十二月三日，房间一二零五，三零二室，三房二厅"),
+    ("账号1234-5678-9012", "账号一二三四五六七八九零一二"),
 ]
 
 TAMIL = [

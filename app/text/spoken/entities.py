@@ -398,6 +398,7 @@ def _code(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _ic(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """An IC number, or another number of dashed groups ("1234-5678-9012"): digit by digit, no dashes."""
     return sp.digits(m.group().replace("-", "")), m.end()
 
 
@@ -1197,7 +1198,8 @@ _DAY_MONTH_DATES = (*_DATES, (_DAY_MONTH, _day_month_alone))  # after a day and 
 
 HANDLERS: dict[str, Handler] = {
     "email": _email, "url": _url, "abbr": _abbr, "money": _money, "hash": _hash, "ke": _ke, "mdate": _mdate,
-    "code": _code, "ic": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time, "dims": _dims,
+    "code": _code, "ic": _ic, "groups": _ic, "phone": _phone, "date": _date, "ndate": _ndate, "time": _time,
+    "dims": _dims,
     "percent": _percent, "unit": _unit, "ordinal": _ordinal, "ta_ordinal": _ta_ordinal, "decade": _decade,
     "wsec": _whole_seconds, "kilo": _kilo, "times": _times, "slash": _slash, "mixed": _mixed, "ratio": _ratio,
     "range": _range, "outof": _out_of, "height": _height, "days": _days, "months": _months, "tz": _tz,

@@ -300,6 +300,8 @@ _ALTERNATIVES = (
         rf"(?<![\w/.-]){_DATE}",
     ),
     ("ic", r"(?<![\w-])(?:\d{6}-\d{2}-\d{4}|\d{12})(?![\w-])"),
+    # an account's or a card's number: three or more groups of digits, eight digits or more in all
+    ("groups", r"(?<![\w.-])(?=(?:\d-?){8})\d{2,}(?:-\d{2,}){2,}(?![\w-]|[.,]\d)"),
     (
         "phone",
         r"(?<![\w+])(?:(?:\+\s?)?(?:6[- ]?)?0[- ]?\d{1,2}(?:[- ]?\d){6,8}|1[- ]?[38]00(?:[- ]?\d){6,7}"
