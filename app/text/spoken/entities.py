@@ -1070,11 +1070,13 @@ def _clock_range(
 
 
 def _phone_cue(text: str, start: int) -> bool:
-    """A phone word ("call", "hubungi", 电话...) is right before ``text[start]``: a number there is
-    dialled."""
+    """A phone word ("call", "hubungi", 电话, 分机...) is right before ``text[start]``, or 转 after a number
+    (an extension: "03-2161 1234转123"): a number there is dialled."""
     previous = _previous_words(text, start)
-    return any(w.lower() in PHONE_CUES for w in previous[-2:]) or any(
-        c in text[max(0, start - 4) : start] for c in ZH_PHONE_CUES
+    return (
+        any(w.lower() in PHONE_CUES for w in previous[-2:])
+        or any(c in text[max(0, start - 4) : start] for c in ZH_PHONE_CUES)
+        or (start >= 2 and text[start - 1] == "转" and text[start - 2].isdigit())
     )
 
 

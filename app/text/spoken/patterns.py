@@ -72,7 +72,7 @@ _ENGLISH_ONLY = ("January", "February", "March", "May", "July", "August", "Octob
 MONTH_LANGUAGE = {**dict.fromkeys(_MALAY_ONLY, "ms"), **dict.fromkeys(_ENGLISH_ONLY, "en")}
 # a number of three or more digits after one of these words is a phone number, read digit by digit
 PHONE_CUES = frozenset(("dial", "call", "hotline", "hubungi", "dail", "telefon", "talian"))
-ZH_PHONE_CUES = ("拨打", "致电", "热线", "电话")
+ZH_PHONE_CUES = ("拨打", "致电", "热线", "电话", "分机")
 # a number of four or more digits after one of these words is read digit by digit
 DIGIT_CUES = frozenset(
     """
