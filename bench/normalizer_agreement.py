@@ -206,7 +206,9 @@ script; the rest is measured on every run).
   Three or more groups of digits joined by dashes, eight digits or more in all, are an account or card
   number, digit by digit without the dashes ("1234-5678-9012"; 账号 一二三四五六七八九零一二, where the
   later groups were read as thousands; "10-20-30" stays). A Mandarin extension after a phone number (转
-  right after its digits, or 分机) is dialled digit by digit ("1234转123" 转一二三).
+  right after its digits, or 分机) is dialled digit by digit ("1234转123" 转一二三). "pct" after a number is
+  percent; "++" after an amount (a price before service charge and tax, "RM88++") is "plus plus" in English
+  and Malay.
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

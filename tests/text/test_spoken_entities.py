@@ -306,6 +306,10 @@ ENGLISH = [
     ("Account no: 1234-5678-9012", "Account no: one two three four five six seven eight nine zero one two"),
     ("policy 12-3456789-01", "policy one two three four five six seven eight nine zero one"),
     ("10-20-30 reps", "ten-twenty-thirty reps"),  # short groups stay numbers
+    (
+        "Buffet RM88++ per pax; shares fell 5.2 pct.",
+        "Buffet eighty eight ringgit plus plus per pax; shares fell five point two percent.",
+    ),
 ]
 
 MALAY = [
@@ -459,6 +463,7 @@ MALAY = [
     ("Selasa 3/12, Bilik 1205", "Selasa tiga Disember, Bilik satu dua kosong lima"),
     ("RM1.2J, RM3 Juta", "satu perpuluhan dua juta ringgit, tiga juta ringgit"),
     ("Tambah nilai min. RM10, maks 3 orang", "Tambah nilai minimum sepuluh ringgit, maksimum tiga orang"),
+    ("Bufet RM88++ seorang", "Bufet lapan puluh lapan ringgit plus plus seorang"),
 ]
 
 MANDARIN = [

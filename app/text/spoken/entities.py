@@ -235,6 +235,8 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     end = _past_named_currency(spoken, text, m.end())
     if text.startswith("/-", end):  # "Rs. 1,500/-": the "only" mark
         end += 2
+    elif text.startswith("++", end) and sp.code in ("en", "ms"):  # "RM88++": service charge and tax on top
+        spoken, end = f"{spoken} plus plus", end + 2
     if times := _TIMES_AFTER.match(text, end):  # "RM921.08 x 60 bulan": an instalment and its count
         return sp.join([spoken, sp.arithmetic_words["×"], sp.cardinal(int(times[1]))]), times.end()
     return spoken, end

@@ -330,7 +330,10 @@ _ALTERNATIVES = (
         rf"(?<![\w.])(?P<xa>{_NUM})\s?[x×]\s?(?P<xb>{_NUM})(?:\s?[x×]\s?(?P<xc>{_NUM}))?"
         rf"(?:\s?(?P<xu>{_alternation(UNITS)})(?![\w/²³]))?",
     ),
-    ("percent", rf"(?<![\w.])(?P<pv>[-{_MINUS}+]?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?[%％]"),
+    (
+        "percent",  # "12.5%", "5-10%", "5.2 pct"
+        rf"(?<![\w.])(?P<pv>[-{_MINUS}+]?{_NUM})(?:%?{_DASH}(?P<pv2>{_NUM}))?\s?(?:[%％]|pct\b)",
+    ),
     ("dsec", r"(?<![\w.])(?P<sv>\d+\.\d+)\s?s(?![\w/'])"),  # "9.58s": seconds (a whole "30s" is a decade)
     ("video", rf"(?<![\w.])(?P<vr>480|720|1080|1440|2160)p(?![\w])|(?P<vk>[48])K(?=\s(?:{_SCREEN})(?![\w]))"),
     (
