@@ -914,8 +914,8 @@ def _days(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _months(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """ "Jan-Mar" -> "January to March" ("Januari hingga Mac", 一月到三月); "Jan 2025": the month's name
-    (the year after it is read as one)."""
+    """ "Jan-Mar" -> "January to March" ("Januari hingga Mac", 一月到三月); "Jan 2025": the month's name in
+    the sentence's language (the year after it is read as one)."""
     if m["mc"]:
         return sp.months[MONTHS[m["mc"]] - 1], m.end()
     low, high = MONTHS[m["ma"]], MONTHS[m["mb"]]

@@ -123,22 +123,6 @@ amount's reading already names it (``entities``)."""
 COMPARISON = re.compile(rf"[≥≤<>±≈](?=\s?(?:\d|{_CUR}))")
 _CODES = _alternation(c for c in CURRENCIES if re.fullmatch("[A-Z]{3}", c))  # ISO 4217 codes: MYR, USD
 _MONTH = _alternation(MONTHS)
-_SHORT_MONTHS = (
-    "Jan",
-    "Feb",
-    "Mar",
-    "Apr",
-    "Jul",
-    "Aug",
-    "Ogo",
-    "Sep",
-    "Sept",
-    "Oct",
-    "Okt",
-    "Nov",
-    "Dec",
-    "Dis",
-)
 _PER = rf"(?:{_alternation(PER_UNITS)})(?![A-Za-z])"
 _DASH = r"\s?[-–~～]\s?"  # a tilde between numbers is a range too: "22~30℃"
 RANGE_DASH = re.compile(_DASH)
@@ -259,9 +243,9 @@ _ALTERNATIVES = (
         rf"|(?P<wd>{_DAY_SHORT})\.?(?=,?\s{_DATE_OR_TIME}))",
     ),
     (
-        "months",  # "Jan-Mar", "Jan 2025" (a short month before a year; the year is read after it)
+        "months",  # "Jan-Mar", "Jan 2025" (a month before a year, named in full; the year is read after it)
         rf"(?<![\w.])(?:(?P<ma>{_MONTH})\.?\s?[-–]\s?(?P<mb>{_MONTH})\.?(?!\w)"
-        rf"|(?P<mc>{_alternation(_SHORT_MONTHS)})\.?(?=\s(?:19|20)\d\d(?!\d)))",
+        rf"|(?P<mc>{_MONTH})\.?(?=\s(?:19|20)\d\d(?!\d)))",
     ),
     (
         "tz",
@@ -487,13 +471,13 @@ ABBREVIATION_HINT = re.compile(
             "GMT",
             "UTC",
             *WEEKDAYS,
+            *sorted({name[:3] for name in MONTHS}),  # a month's name starts so
             "Ext",
             "ext",
             "p.a.",
             "w/",
         )
     )
-    + r"|Jan|Feb|Ma[rcy]|Apr|Ju[nl]|Aug|Ogo|Sep|O[ck]t|Nov|De[c]|Dis|Mei"  # the months' names start so
 )
 # a word right before a number (one space) that may start its entity: "RM 500", "No. 12", "September 12"
 PREFIX_WORDS = frozenset([*CURRENCIES, *MONTHS, "No", "no", "#"])
