@@ -4,6 +4,7 @@ unchanged, idempotent, and the agreement targets held."""
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 import unicodedata
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.text.spoken import normalize_spoken
+from app.text.spoken.patterns import ABBREVIATION_HINT, HINT_WORDS, prefix_tree
 from bench.normalizer_corpus import CORPUS, LANGUAGES
 
 TARGETS = {"en": 0.95, "ms": 0.95, "zh": 0.95, "ta": 0.90, "cs": 0.90}  # the agreement targets
@@ -120,6 +122,19 @@ def test_random_input_never_fails_and_keeps_the_contract() -> None:
         once = normalize_spoken(text)
         assert not has_digit(once), text
         assert normalize_spoken(once) == once, text
+
+
+def test_the_factored_hint_pattern_matches_what_its_words_match() -> None:
+    words = ["Sdn", "Sek", "Sg", "S", "min.", "min ", "Mr", "Mrs", "p.a."]
+    tree = re.compile(prefix_tree(words))
+    assert all(tree.fullmatch(word) for word in words)
+    assert not any(tree.fullmatch(other) for other in ("Sd", "min", "M", "Sx", "pXa.", "Mrss", ""))
+    flat = re.compile("|".join(re.escape(w) for w in sorted(set(HINT_WORDS), key=len, reverse=True)))
+    rng = random.Random(9)
+    for _ in range(2000):
+        text = " ".join(rng.choice([*HINT_WORDS, *_PIECES]) for _ in range(8))
+        found = {m.start() for m in ABBREVIATION_HINT.finditer(text)}
+        assert found == {m.start() for m in flat.finditer(text)}, text
 
 
 def test_a_long_chain_of_years_is_read() -> None:

@@ -16,11 +16,11 @@ from app.text.spoken.abbreviations import ABBREVIATION
 
 __all__ = [
     "ABBREVIATION_HINT", "AREA_CODE", "COMPARISON", "CURRENCIES", "CURRENCY_NAME", "DAY_PARTS",
-    "DIGIT_ANCHOR", "DIGIT_CUES", "GRADE", "GRADE_HINT",
-    "HB_DATE", "KEYPAD_KEY", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS",
+    "DIGIT_ANCHOR", "DIGIT_CUES", "GRADE", "GRADE_HINT", "HB_DATE", "HINT_WORDS",
+    "KEYPAD_KEY", "LETTER_ENTITY", "MONTHS", "MONTH_LANGUAGE", "OTHER_ENTITY", "PER_UNITS",
     "PHONE_CUES", "PLATE_WORD", "PREFIX_WORDS", "RANGE_DASH", "RANGE_END_DATE", "RANGE_END_TIME",
     "ROAD_NUMBER", "ROAD_WORDS", "SHORT_DAY_PART", "TIME", "UNICODE_DIGIT", "UNITS", "UNIT_AFTER", "URL_HINT",
-    "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern",
+    "VERSION_CUES", "WEEKDAYS", "YEAR_CUES", "ZH_PHONE_CUES", "entity_pattern", "prefix_tree",
 ]  # fmt: skip
 
 # surface -> key ----------------------------------------------------------------------------------
@@ -408,77 +408,95 @@ road rd street st avenue
 )
 # a plate: up to three capitals one space before a number ("JQA 3391"): a candidate start (``core``)
 PLATE_WORD = re.compile(r"[A-Z]{2,3}")
-# where an abbreviation may start (``LETTER_ENTITY`` decides)
-ABBREVIATION_HINT = re.compile(
-    "|".join(
-        re.escape(h)
-        for h in (
-            "Sdn",
-            "Bhd",
-            "Dr",
-            "Prof",
-            "Mr",
-            "En.",
-            "Pn.",
-            "Tn.",
-            "Hj",
-            "Jln",
-            "Lrg",
-            "Tmn",
-            "Kpg",
-            "Bgn",
-            "Bkt",
-            "Sg",
-            "Bdr",
-            "Tg",
-            "Lbh",
-            "Psn",
-            "Kws",
-            "St.",
-            "Rd",
-            "Ave",
-            "Blvd",
-            "Hwy",
-            "Tkt",
-            "Sek",
-            "W.P.",
-            "samb",
-            "Kg",
-            "e.g.",
-            "i.e.",
-            "etc.",
-            "approx.",
-            "incl.",
-            "excl.",
-            "Approx.",
-            "Incl.",
-            "Excl.",
-            "cth.",
-            "dll",
-            "dsb",
-            "vs",
-            "min.",
-            "min ",
-            "Min.",
-            "Min ",
-            "max.",
-            "max ",
-            "Max.",
-            "Max ",
-            "maks",
-            "Maks",
-            "mlm",
-            "GMT",
-            "UTC",
-            *WEEKDAYS,
-            *sorted({name[:3] for name in MONTHS}),  # a month's name starts so
-            "Ext",
-            "ext",
-            "p.a.",
-            "w/",
-        )
-    )
+
+
+def prefix_tree(words: Iterable[str]) -> str:
+    """A pattern matching any of ``words``, shared starts factored out ("Sdn", "Sek", "Sg" -> "S(?:dn|ek|g)").
+
+    Written by hand: the regex engine tries the branches of a flat alternation one by one at every
+    position that can start one, and the hints are a hundred words; factored, a position costs a few
+    character tests (about half the time over the normalizer's corpus)."""
+    branches: dict[str, list[str]] = {}
+    ends_here = False
+    for word in words:
+        if word:
+            branches.setdefault(word[0], []).append(word[1:])
+        else:
+            ends_here = True
+    parts = [re.escape(first) + prefix_tree(rests) for first, rests in sorted(branches.items())]
+    if not parts:
+        return ""
+    group = "(?:" + "|".join(parts) + ")"
+    return group + "?" if ends_here else (parts[0] if len(parts) == 1 else group)
+
+
+HINT_WORDS = (
+    "Sdn",
+    "Bhd",
+    "Dr",
+    "Prof",
+    "Mr",
+    "En.",
+    "Pn.",
+    "Tn.",
+    "Hj",
+    "Jln",
+    "Lrg",
+    "Tmn",
+    "Kpg",
+    "Bgn",
+    "Bkt",
+    "Sg",
+    "Bdr",
+    "Tg",
+    "Lbh",
+    "Psn",
+    "Kws",
+    "St.",
+    "Rd",
+    "Ave",
+    "Blvd",
+    "Hwy",
+    "Tkt",
+    "Sek",
+    "W.P.",
+    "samb",
+    "Kg",
+    "e.g.",
+    "i.e.",
+    "etc.",
+    "approx.",
+    "incl.",
+    "excl.",
+    "Approx.",
+    "Incl.",
+    "Excl.",
+    "cth.",
+    "dll",
+    "dsb",
+    "vs",
+    "min.",
+    "min ",
+    "Min.",
+    "Min ",
+    "max.",
+    "max ",
+    "Max.",
+    "Max ",
+    "maks",
+    "Maks",
+    "mlm",
+    "GMT",
+    "UTC",
+    *WEEKDAYS,
+    *sorted({name[:3] for name in MONTHS}),  # a month's name starts so
+    "Ext",
+    "ext",
+    "p.a.",
+    "w/",
 )
+"""Where an abbreviation may start (``LETTER_ENTITY`` decides)."""
+ABBREVIATION_HINT = re.compile(prefix_tree(HINT_WORDS))
 # a word right before a number (one space) that may start its entity: "RM 500", "No. 12", "September 12"
 PREFIX_WORDS = frozenset([*CURRENCIES, *MONTHS, "No", "no", "#"])
 # non-ASCII decimal digits (full-width, Tamil, Arabic-Indic...) and circled or subscript numbers
