@@ -208,7 +208,9 @@ script; the rest is measured on every run).
   later groups were read as thousands; "10-20-30" stays). A Mandarin extension after a phone number (转
   right after its digits, or 分机) is dialled digit by digit ("1234转123" 转一二三). "pct" after a number is
   percent; "++" after an amount (a price before service charge and tax, "RM88++") is "plus plus" in English
-  and Malay.
+  and Malay. A spaced "+" or "=" between a word, a number or a percentage and an amount or a number is a sum
+  ("$1,299.99 + 6% SST = $1,377.99" "... plus six percent SST equals ..."; "a + b = c" and "Tap + to add"
+  stay).
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

@@ -310,6 +310,13 @@ ENGLISH = [
         "Buffet RM88++ per pax; shares fell 5.2 pct.",
         "Buffet eighty eight ringgit plus plus per pax; shares fell five point two percent.",
     ),
+    (
+        "$1,299.99 + 6% SST",
+        "one thousand two hundred ninety nine dollars ninety nine cents plus six percent SST",
+    ),
+    ("= $1,377.99", "= one thousand three hundred seventy seven dollars ninety nine cents"),
+    ("6% SST = $7.99", "six percent SST equals seven dollars ninety nine cents"),
+    ("a + b = c, Tap + to add", "a + b = c, Tap + to add"),  # no number after the sign: it stays
 ]
 
 MALAY = [
@@ -464,6 +471,10 @@ MALAY = [
     ("RM1.2J, RM3 Juta", "satu perpuluhan dua juta ringgit, tiga juta ringgit"),
     ("Tambah nilai min. RM10, maks 3 orang", "Tambah nilai minimum sepuluh ringgit, maksimum tiga orang"),
     ("Bufet RM88++ seorang", "Bufet lapan puluh lapan ringgit plus plus seorang"),
+    (
+        "Jumlah RM100 + RM6 = RM106",
+        "Jumlah seratus ringgit tambah enam ringgit sama dengan seratus enam ringgit",
+    ),
 ]
 
 MANDARIN = [
@@ -580,6 +591,7 @@ MANDARIN = [
         "请拨打03-2161 1234转123，或分机456；转发100条",
         "请拨打零三二一六一一二三四转一二三，或分机四五六；转发一百条",
     ),
+    ("总额 RM100 + RM6 = RM106", "总额 一百令吉 加 六令吉 等于 一百零六令吉"),
 ]
 
 TAMIL = [

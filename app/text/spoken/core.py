@@ -126,10 +126,10 @@ def _candidates(text: str) -> list[int]:
     if "#" in text or "*" in text:
         for hint in KEYPAD_KEY.finditer(text):
             found.add(hint.start())
-    for sign in "&©":  # "salt & pepper", "R&D" (the entity pattern decides), "© 2025"
+    for sign in ("&", "©", " + ", " = "):  # "salt & pepper", "R&D" (the entity pattern decides), "© 2025"
         at = text.find(sign)
         while at >= 0:
-            found.add(at)
+            found.add(at + (len(sign) > 1))  # a spaced sign: the sign itself
             at = text.find(sign, at + 1)
     if "+" in text or "-" in text or "\u2212" in text:
         for hint in GRADE_HINT.finditer(text):

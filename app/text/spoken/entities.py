@@ -873,6 +873,12 @@ def _copyright(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.join([spoken] if said else [sp.copyright_word, spoken]), m.end()
 
 
+def _sum_sign(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
+    """A spaced "+" or "=" before an amount or a number: plus / tambah / 加 / கூட்டல், equals / sama dengan /
+    等于 / சமம்."""
+    return sp.arithmetic_words[m.group()], m.end()
+
+
 def _amp(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "&" between words: "salt & pepper" -> "salt and pepper" ("dan", 和, மற்றும்); between capitals only in
     English and Malay ("R&D" -> "R and D", "R dan D"), where the letters are read as Latin."""
@@ -1209,8 +1215,8 @@ HANDLERS: dict[str, Handler] = {
     "range": _range, "outof": _out_of, "height": _height, "days": _days, "months": _months, "tz": _tz,
     "ussd": _ussd, "arith": _arith, "dsec": _dsec, "video": _video, "key": _key, "mega": _mega,
     "hmin": _hours_minutes,
-    "grade": _grade, "approx": _approx, "at": _at, "amp": _amp, "copy": _copyright, "qty": _quantity,
-    "qty_after": _quantity_after, "zh_dash": _zh_dash,
+    "grade": _grade, "approx": _approx, "at": _at, "amp": _amp, "sum_sign": _sum_sign, "copy": _copyright,
+    "qty": _quantity, "qty_after": _quantity_after, "zh_dash": _zh_dash,
     "or_more": _or_more, "money_after": _money_after,
     "compare": _compare, "code2": _code, "number": _number,
     "vulgar": _vulgar, "sup": _sup, "tag": _tag, "mention": _mention, "version": _version, "plate": _plate,

@@ -257,6 +257,8 @@ _ALTERNATIVES = (
     ("approx", rf"(?<![\w~])~(?=\d|{_CUR})"),
     ("at", rf"(?<=\s)@(?=\s?(?:\d|{_CUR}))"),  # "Call me @ 5pm", "12 @ RM2.50"
     ("amp", r"(?<=\s)&(?=\s)|(?<=[A-Z])&(?=[A-Z])"),  # "salt & pepper", "R&D"
+    # a spaced "+" or "=" before an amount or a number ("$1,299.99 + 6% SST = $1,377.99")
+    ("sum_sign", rf"(?<=[\w%)] )[+=](?= [-{_MINUS}]?(?:\d|(?:{_CUR})\s?\d))"),
     ("copy", r"©(?:\s?(?P<cy>1[89]\d\d|20\d\d)(?:\s?[-–]\s?(?P<cy2>1[89]\d\d|20\d\d))?(?![\d.,]\d|\d))?"),
     ("compare", COMPARISON.pattern),
     ("tag", r"(?<![\w&#])#(?P<tg>[A-Za-z]\w*)(?![\w-])"),
