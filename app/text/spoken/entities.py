@@ -680,17 +680,15 @@ def _whole_seconds(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "every 5s", "30 s later": seconds; after a product's name ("iPhone 6s": a word with a capital
     inside, or a capitalised word not starting its sentence) a code, its letter spelled."""
     found = _PREVIOUS_WORD.search(text, max(0, m.start() - 32), m.start())
-    if found:
-        before, word = found[1], found[2]
-        if any(c.isupper() for c in word[1:]) or (word[0].isupper() and before not in ("", ".", "!", "?")):
-            return _code_parts(sp, m.group().replace(" ", "")), m.end()
+    if found and (any(c.isupper() for c in found[2][1:]) or _after_name(text, m.start())):
+        return _code_parts(sp, m.group().replace(" ", "")), m.end()
     return _seconds(sp, m["ws"]), m.end()
 
 
 def _after_name(text: str, start: int) -> bool:
     """Whether a capitalised word that does not start its sentence ends just before ``start``."""
     found = _PREVIOUS_WORD.search(text, max(0, start - 32), start)
-    return bool(found) and found[2][0].isupper() and found[1] not in ("", ".", "!", "?")
+    return found is not None and found[2][0].isupper() and found[1] not in ("", ".", "!", "?")
 
 
 def _hours_minutes(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
