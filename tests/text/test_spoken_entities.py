@@ -317,6 +317,11 @@ ENGLISH = [
     ("= $1,377.99", "= one thousand three hundred seventy seven dollars ninety nine cents"),
     ("6% SST = $7.99", "six percent SST equals seven dollars ninety nine cents"),
     ("a + b = c, Tap + to add", "a + b = c, Tap + to add"),  # no number after the sign: it stays
+    (
+        "Error 404. Try HTTP 500; status code 503",
+        "Error four oh four. Try HTTP five hundred; status code five oh three",
+    ),
+    ("There were 404 errors", "There were four hundred four errors"),  # a count, not a status
 ]
 
 MALAY = [
@@ -475,6 +480,7 @@ MALAY = [
         "Jumlah RM100 + RM6 = RM106",
         "Jumlah seratus ringgit tambah enam ringgit sama dengan seratus enam ringgit",
     ),
+    ("Ralat 404, sila cuba lagi", "Ralat empat kosong empat, sila cuba lagi"),
 ]
 
 MANDARIN = [

@@ -103,7 +103,7 @@ _PIECES = [
     "top-", "Q1-Q", "M+", "k+", " kcal", "IP ", "192.168.", "text ", " to ", " & ", "R&D",
     "wait ", "s ", " s", "'", "every ", " x", "©", "Copyright ", "St. ", " St.", " Rd.", "Bkt ", "Jan-Mar ",
     "Mac-", "Sept ", "lagu ", "等待", "Tue ", "周二", "Room ", "室", "J", " Juta", "min. ", " max ", "maks ",
-    "1234-", "-5678-", "账号", "++", " pct", "转", " + RM", " = $",
+    "1234-", "-5678-", "账号", "++", " pct", "转", " + RM", " = $", "Error ",
 ]  # fmt: skip
 
 

@@ -1091,12 +1091,13 @@ _SHORT_CODE_CUE = re.compile(
     r"(?:\b(?i:sms|text|txt|whatsapp|reply|balas|hantar|send)\b\D{0,24}\b(?i:to|ke)|短信\D{0,12}(?:发送?到|至))\s*$"
 )
 _ROOM_CUE = re.compile(r"(?:\b(?i:room|suite|bilik|kamar)(?:\s?(?i:no)\.?)?|房间|房号|அறை)\s?#?$")
+_STATUS_CUE = re.compile(r"\b(?i:error|http|status|ralat)(?:\s?(?i:code|kod))?[\s:]{0,2}$")  # "Error 404"
 
 
-def _room_number(sp: Speaker, value: str) -> str:
-    """A room's number of three or four digits: in English its hundreds, then the rest as a clock's minutes
-    ("305" "three oh five", "1205" "twelve oh five", "1210" "twelve ten", "300" "three hundred"); in the
-    other languages digit by digit, as they say it."""
+def _label_number(sp: Speaker, value: str) -> str:
+    """A room's number or an HTTP status, three or four digits read as a label: in English its hundreds,
+    then the rest as a clock's minutes ("305" "three oh five", "1205" "twelve oh five", "404" "four oh
+    four", "300" "three hundred"); in the other languages digit by digit, as they say it."""
     if sp.code != "en":
         return sp.digits(value)
     head, tail = int(value[:-2]), int(value[-2:])
@@ -1122,7 +1123,9 @@ def _number(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     if 4 <= len(value) <= 6 and _SHORT_CODE_CUE.search(text, max(0, start - 40), start):
         return sp.digits(value), end  # an SMS short code: "text STOP to 32728"
     if 3 <= len(value) <= 4 and (_cued(text, start, _ROOM_CUE) or text.startswith(("室", "号房"), end)):
-        return _room_number(sp, value), end  # "Room 1205", "Bilik 305", 302室
+        return _label_number(sp, value), end  # "Room 1205", "Bilik 305", 302室
+    if len(value) == 3 and 100 <= int(value) <= 599 and _cued(text, start, _STATUS_CUE):
+        return _label_number(sp, value), end  # "Error 404", "HTTP 503"
     if sp.code == "ms" and _MALAY_CLOCK.match(text, end) and 1 <= int(value) <= 12:
         clock = _MALAY_CLOCK.match(text, end)
         previous = [word.lower() for word in _previous_words(text, start, 1)]
