@@ -33,7 +33,6 @@ from app.text.spoken.patterns import (
     OTHER_ENTITY,
     PLATE_WORD,
     PREFIX_WORDS,
-    RANGE_DASH,
     ROAD_NUMBER,
     ROAD_WORDS,
     UNICODE_DIGIT,
@@ -44,7 +43,6 @@ from app.text.spoken.speaker import SIGNS, Speaker
 __all__ = ["normalize_spoken", "speaker_for"]
 
 _SPEAKERS: dict[str, Speaker] = {s.code: s for s in (English(), Malay(), Mandarin(), Tamil())}
-_BETWEEN = re.compile(r"\b(?i:between)\s$")
 _CHINESE_DIGITS = frozenset("〇零一二三四五六七八九两")
 _CHINESE_NUMERALS = frozenset("〇零一二三四五六七八九两十百千")
 _GLUE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ$€£¥￥₹฿₩#*~+-.\u2212")
@@ -283,22 +281,11 @@ def _read_at(text: str, start: int, sentences: _Sentences) -> tuple[str, int] | 
     else:
         speaker = _SPEAKERS[sentence]
     spoken, end = HANDLERS[kind](match, speaker, text)
-    if speaker.code == "en" and _BETWEEN.search(text, max(0, start - 9), start):
-        spoken = _between(spoken, speaker, text[start:end])
     if speaker.code == "ta" and spoken and (suffix := _TAMIL_SUFFIX.match(text, end)):
         head, _, last = spoken.rpartition(" ")
         spoken = (head + " " if head else "") + numbers_ta.join_suffix(last, suffix.group().lstrip("-"))
         end = suffix.end()
     return _spaced(text, start, end, spoken)
-
-
-def _between(spoken: str, speaker: Speaker, written: str) -> str:
-    """A range after "between" joined by "and" ("between 9am-6pm": "between nine a m and six p m"), not by
-    "to"; only a written range (a dash or a tilde), not a ratio's "to". Malay keeps "antara ... hingga ...",
-    as it is said."""
-    if not RANGE_DASH.search(written):
-        return spoken
-    return spoken.replace(f" {speaker.to_word} ", f" {speaker.and_word} ", 1)
 
 
 def _spaced(text: str, start: int, end: int, spoken: str) -> tuple[str, int]:
