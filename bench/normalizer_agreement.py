@@ -211,7 +211,9 @@ script; the rest is measured on every run).
   and Malay. A spaced "+" or "=" between a word, a number or a percentage and an amount or a number is a sum
   ("$1,299.99 + 6% SST = $1,377.99" "... plus six percent SST equals ..."; "a + b = c" and "Tap + to add"
   stay). An HTTP status of three digits after error, HTTP, status (code) or ralat is read as a room number
-  is ("Error 404" "four oh four", "HTTP 500" "five hundred"; digit by digit in the other languages).
+  is ("Error 404" "four oh four", "HTTP 500" "five hundred"; digit by digit in the other languages). A
+  proper fraction before 的 is a share even after a date word (在2/3的地区 三分之二的; 在12/10的会议上 stays
+  a date).
 - **Third-batch classes, all languages**: a sign before an amount or a number ("-RM12.90", "RM-12.90", "RM
   -12.90", "-RM 12.90", "+RM35", "-3", "+2.5%"; the minus sign U+2212 too) is a word before it: minus /
   negatif / 负 / மைனஸ், and plus / tambah / 加 / பிளஸ். A version ("v4.3", "V2.5.1" with a dot, "v5"; or a

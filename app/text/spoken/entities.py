@@ -750,6 +750,8 @@ def _slash(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
         or text[max(0, m.start() - 2) : m.start()].endswith(_ZH_DATE_CUES)
         or _ZH_WEEKDAY_BEFORE.search(text, max(0, m.start() - 5), m.start()) is not None  # 周二3/12
     )
+    if cue and a < b and text.startswith("的", m.end()):  # 在2/3的地区: a share of them, 三分之二的
+        cue = False
     if 1 <= a <= 31 and 1 <= b <= 12 and (cue or a > b) and not UNIT_AFTER.match(text, m.end()):
         return _with_range((sp.date(a, b, None), m.end()), sp, text, _DAY_MONTH_DATES)  # "24/2 - 27/3/2025"
     if b == 0:
