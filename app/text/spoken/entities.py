@@ -199,8 +199,8 @@ def _url(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 def _abbr(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     written = m.group()
     spoken = expand(written, sp.code)
-    if written == "St." and not _after_name(text, m.start()):  # before a saint's name, or left
-        saint = text.startswith(" ", m.end()) and text[m.end() + 1 : m.end() + 2].isupper()
+    if written == "St." and not _is_name(_PREVIOUS_WORD.search(text, max(0, m.start() - 32), m.start())):
+        saint = text.startswith(" ", m.end()) and text[m.end() + 1 : m.end() + 2].isupper()  # or left
         return ("Saint" if saint and sp.code in ("en", "ms") else written), m.end()
     if spoken != written and written.endswith("."):
         if written.rstrip(".").replace(".", "") in SENTENCE_FINAL:
@@ -238,8 +238,13 @@ def _money(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     elif text.startswith("++", end) and sp.code in ("en", "ms"):  # "RM88++": service charge and tax on top
         spoken, end = f"{spoken} plus plus", end + 2
     if times := _TIMES_AFTER.match(text, end):  # "RM921.08 x 60 bulan": an instalment and its count
-        return sp.join([spoken, sp.arithmetic_words["×"], sp.cardinal(int(times[1]))]), times.end()
+        return sp.join([spoken, _times_count(sp, times[1])]), times.end()
     return spoken, end
+
+
+def _times_count(sp: Speaker, count: str) -> str:
+    """ "x 60" after an amount or an item: the times word and the count ("times sixty", "darab", 乘)."""
+    return sp.join([sp.arithmetic_words["×"], sp.cardinal(int(count))])
 
 
 def _past_named_currency(spoken: str, text: str, end: int) -> int:
@@ -648,7 +653,7 @@ def _decade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     written = m["dec"]
     if sp.code == "en" and written in _MANY and text.startswith(" of ", m.end()):
         return _MANY[written], m.end()
-    if _seconds_meant(text, m.start(), written, sp.code) and "'" not in m.group():
+    if _seconds_meant(text, m, sp.code):
         return _seconds(sp, written), m.end()
     value = int(written)
     if sp.code == "zh":
@@ -659,11 +664,12 @@ def _decade(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     return sp.cardinal(value) + ("an" if sp.code == "ms" else "கள்"), m.end()
 
 
-def _seconds_meant(text: str, start: int, written: str, code: str) -> bool:
+def _seconds_meant(text: str, m: re.Match[str], code: str) -> bool:
     """Whether a whole number of tens and an "s" ("30s") is seconds: three digits (no such decade), or, in
     two, after a seconds cue (in Mandarin and Tamil, which write decades otherwise, also without one),
-    unless a word of years or eras comes before it; four digits and "'90s" are decades."""
-    if len(written) == 4 or (start and text[start - 1] in "'\u2019"):
+    unless a word of years or eras comes before it; four digits, "'90s" and "90's" are decades."""
+    written, start = m["dec"], m.start()
+    if len(written) == 4 or "'" in m.group() or (start and text[start - 1] in "'\u2019"):
         return False
     if len(written) == 3:
         return True
@@ -680,14 +686,13 @@ def _whole_seconds(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
     """ "every 5s", "30 s later": seconds; after a product's name ("iPhone 6s": a word with a capital
     inside, or a capitalised word not starting its sentence) a code, its letter spelled."""
     found = _PREVIOUS_WORD.search(text, max(0, m.start() - 32), m.start())
-    if found and (any(c.isupper() for c in found[2][1:]) or _after_name(text, m.start())):
+    if found and (any(c.isupper() for c in found[2][1:]) or _is_name(found)):
         return _code_parts(sp, m.group().replace(" ", "")), m.end()
     return _seconds(sp, m["ws"]), m.end()
 
 
-def _after_name(text: str, start: int) -> bool:
-    """Whether a capitalised word that does not start its sentence ends just before ``start``."""
-    found = _PREVIOUS_WORD.search(text, max(0, start - 32), start)
+def _is_name(found: re.Match[str] | None) -> bool:
+    """Whether the word ``_PREVIOUS_WORD`` found is capitalised and does not start its sentence."""
     return found is not None and found[2][0].isupper() and found[1] not in ("", ".", "!", "?")
 
 
@@ -711,8 +716,8 @@ def _quantity(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
 
 
 def _quantity_after(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
-    """A count after an item: "Teh Tarik x2" -> "Teh Tarik times two" ("darab", 乘, as an instalment's)."""
-    return sp.join([sp.arithmetic_words["×"], sp.cardinal(int(m["qa"]))]), m.end()
+    """A count after an item: "Teh Tarik x2" -> "Teh Tarik times two" (as an instalment's)."""
+    return _times_count(sp, m["qa"]), m.end()
 
 
 def _times(m: re.Match[str], sp: Speaker, text: str) -> tuple[str, int]:
